@@ -1,0 +1,77 @@
+// Package wire holds every name that crosses a process boundary: the headers and
+// metadata keys exchanged with the proxy, and the model servers' metric names.
+// Keeping them in one file makes a protocol change a one-line diff that every
+// component picks up together.
+package wire
+
+// Headers and dynamic-metadata keys of the endpoint picker protocol (Gateway API
+// Inference Extension) and of the body-based router.
+const (
+	// HeaderDestinationEndpoint carries the picked endpoint as "ip:port", optionally
+	// followed by comma-separated fallbacks.
+	HeaderDestinationEndpoint = "x-gateway-destination-endpoint"
+	// MetadataNamespaceLB is the dynamic-metadata namespace Envoy's load balancer reads.
+	MetadataNamespaceLB = "envoy.lb"
+	// MetadataKeyDestinationEndpoint is the key under MetadataNamespaceLB that holds the pick.
+	MetadataKeyDestinationEndpoint = HeaderDestinationEndpoint
+	// MetadataNamespaceSubsetHint is the filter-metadata namespace of the subset hint.
+	MetadataNamespaceSubsetHint = "envoy.lb.subset_hint"
+	// MetadataKeyDestinationSubset lists the "ip:port" endpoints the proxy allows.
+	MetadataKeyDestinationSubset = "x-gateway-destination-endpoint-subset"
+
+	// HeaderModelName is set by the body-based router from the body's "model" field.
+	HeaderModelName = "x-gateway-model-name"
+	// HeaderBaseModelName is set for a LoRA adapter: the model the adapter runs on.
+	HeaderBaseModelName = "x-gateway-base-model-name"
+
+	// HeaderDebug asks the picker to explain its decision ("1" turns it on).
+	HeaderDebug = "x-igw-debug"
+	// HeaderScoreBreakdown is the response header that carries the explanation.
+	HeaderScoreBreakdown = "x-igw-score-breakdown"
+	// HeaderPriority is the request's admission priority (integer; higher is kept longer).
+	HeaderPriority = "x-igw-priority"
+	// HeaderRetryAfter is the standard header sent with a 429.
+	HeaderRetryAfter = "retry-after"
+	// HeaderContentType and HeaderContentLength are the HTTP headers the ext_proc servers rewrite.
+	HeaderContentType   = "content-type"
+	HeaderContentLength = "content-length"
+	// HeaderStatus is Envoy's pseudo-header for the response status.
+	HeaderStatus = ":status"
+	// HeaderPath is the request path pseudo-header.
+	HeaderPath = ":path"
+)
+
+// vLLM metric names.
+const (
+	VLLMNumRequestsWaiting      = "vllm:num_requests_waiting"
+	VLLMNumRequestsRunning      = "vllm:num_requests_running"
+	VLLMKVCacheUsagePerc        = "vllm:kv_cache_usage_perc"
+	VLLMGPUCacheUsagePercLegacy = "vllm:gpu_cache_usage_perc"
+	VLLMLoRARequestsInfo        = "vllm:lora_requests_info"
+	VLLMCacheConfigInfo         = "vllm:cache_config_info"
+	VLLMPrefixCacheQueries      = "vllm:prefix_cache_queries_total"
+	VLLMPrefixCacheHits         = "vllm:prefix_cache_hits_total"
+	VLLMTimeToFirstToken        = "vllm:time_to_first_token_seconds"
+	VLLMInterTokenLatency       = "vllm:inter_token_latency_seconds"
+	VLLME2ERequestLatency       = "vllm:e2e_request_latency_seconds"
+	VLLMNumPreemptions          = "vllm:num_preemptions_total"
+	VLLMPromptTokens            = "vllm:prompt_tokens_total"
+	VLLMGenerationTokens        = "vllm:generation_tokens_total"
+
+	// Labels of vllm:lora_requests_info.
+	VLLMLabelRunningLoRAAdapters = "running_lora_adapters"
+	VLLMLabelWaitingLoRAAdapters = "waiting_lora_adapters"
+	VLLMLabelMaxLoRA             = "max_lora"
+	// Labels of vllm:cache_config_info.
+	VLLMLabelBlockSize    = "block_size"
+	VLLMLabelNumGPUBlocks = "num_gpu_blocks"
+)
+
+// SGLang metric names.
+const (
+	SGLangNumQueueReqs     = "sglang:num_queue_reqs"
+	SGLangNumRunningReqs   = "sglang:num_running_reqs"
+	SGLangTokenUsage       = "sglang:token_usage"
+	SGLangCacheHitRate     = "sglang:cache_hit_rate"
+	SGLangTimeToFirstToken = "sglang:time_to_first_token_seconds"
+)
