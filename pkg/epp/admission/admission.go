@@ -1,0 +1,96 @@
+// Package admission decides when the picker sheds a request instead of queuing
+// it: only when every candidate endpoint is saturated, and then only requests
+// below a priority, with a Retry-After derived from when the least-loaded
+// endpoint's queue is predicted to drain.
+package admission
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
+)
+
+// Limits say when an endpoint counts as saturated.
+type Limits struct {
+	// QueueDepth: saturated at this many waiting requests (estimate). Default 5.
+	QueueDepth int `json:"queueDepth"`
+	// KVCacheUtilization: saturated at this KV utilisation (0..1). Default 0.8.
+	KVCacheUtilization float64 `json:"kvCacheUtilization"`
+}
+
+// DefaultLimits are the thresholds used when the configuration names none.
+var DefaultLimits = Limits{QueueDepth: 5, KVCacheUtilization: 0.8}
+
+// Validate rejects limits that would mark everything or nothing saturated by mistake.
+func (l Limits) Validate() error {
+	if l.QueueDepth < 1 {
+		return fmt.Errorf("queueDepth must be at least 1, got %d", l.QueueDepth)
+	}
+	if l.KVCacheUtilization <= 0 || l.KVCacheUtilization > 1 {
+		return fmt.Errorf("kvCacheUtilization must be in (0, 1], got %v", l.KVCacheUtilization)
+	}
+	return nil
+}
+
+// Saturated reports whether v should take no more sheddable work. A stale
+// endpoint counts as saturated: nothing says it is not.
+func (l Limits) Saturated(v *datastore.View) bool {
+	if v.Stale {
+		return true
+	}
+	if v.WaitingEstimate() >= l.QueueDepth {
+		return true
+	}
+	u, ok := v.KVUtilization()
+	return ok && u >= l.KVCacheUtilization
+}
+
+// Policy is the admission configuration.
+type Policy struct {
+	Limits
+	// Enabled turns shedding on; when off every request is scheduled.
+	Enabled bool `json:"enabled"`
+	// ShedBelowPriority: requests with a lower priority are shed when the fleet
+	// is saturated (default 0: only negative priorities are sheddable).
+	ShedBelowPriority int `json:"shedBelowPriority"`
+	// MaxRetryAfterSeconds caps the Retry-After (default 60).
+	MaxRetryAfterSeconds int `json:"maxRetryAfterSeconds"`
+}
+
+// DefaultPolicy sheds negative priorities when every endpoint is saturated.
+var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60}
+
+// Decision is the outcome for one request.
+type Decision struct {
+	Shed bool
+	// RetryAfterSeconds is the whole seconds to wait before retrying (≥ 1) when shed.
+	RetryAfterSeconds int
+}
+
+// Decide sheds a request of priority when every candidate is saturated and the
+// priority is below the policy's threshold.
+func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, m latency.Model) Decision {
+	if !p.Enabled || priority >= p.ShedBelowPriority || len(cands) == 0 {
+		return Decision{}
+	}
+	drain := math.Inf(1)
+	for _, v := range cands {
+		if !p.Saturated(v) {
+			return Decision{}
+		}
+		if !v.Stale {
+			drain = math.Min(drain, m.DrainSeconds(v, promptTokens))
+		}
+	}
+	maxWait := p.MaxRetryAfterSeconds
+	if maxWait <= 0 {
+		maxWait = DefaultPolicy.MaxRetryAfterSeconds
+	}
+	secs := maxWait
+	if !math.IsInf(drain, 1) {
+		secs = int(math.Ceil(drain))
+	}
+	return Decision{Shed: true, RetryAfterSeconds: min(max(secs, 1), maxWait)}
+}

@@ -1,0 +1,270 @@
+// Package config is the endpoint picker's configuration file: which plugins
+// run, with which parameters and weights, plus prefix-index, timing-model and
+// admission settings. The operator renders this file into a ConfigMap from
+// its CRDs, so the schema below is a contract: add fields, never rename them.
+//
+// Schema (YAML; every section is optional, shown with its defaults):
+//
+//	plugins:                  # named plugin instances with parameters
+//	- name: prefix            # instance name (default: the type)
+//	  type: prefix-cache      # a registered type name (kebab-case)
+//	  parameters:             # type-specific; unknown keys are an error
+//	    minMatchBlocks: 8
+//	filters: []               # plugin names (or bare type names), applied in order
+//	scorers:                  # plugin names (or bare type names) with weights ≥ 0
+//	- plugin: predicted-latency
+//	  weight: 1
+//	picker: max-score-picker  # plugin name or type: max-score-picker | weighted-random-picker
+//	fallbacks: 2              # endpoints returned after the destination, for retries
+//	prefix:
+//	  blockTokens: 0          # KV block size in tokens; 0 follows vllm:cache_config_info (16 until reported)
+//	  maxBlocks: 512          # prompt blocks hashed at most (512 × 16 tokens ≈ 8k tokens)
+//	latency:                  # the servers' timing model
+//	  chunkTokens: 8192       # chunked-prefill token budget per step
+//	  kvPressureThreshold: 0.9
+//	  kvPressureFactor: 4
+//	admission:
+//	  enabled: true
+//	  queueDepth: 5           # an endpoint with this many waiting requests is saturated
+//	  kvCacheUtilization: 0.8 # ... or with this KV-cache use
+//	  shedBelowPriority: 0    # when all are saturated, priorities below this get 429
+//	  maxRetryAfterSeconds: 60
+//	baseModels: []            # model names that are not LoRA adapters (else: x-gateway-base-model-name decides)
+//
+// A scorer, filter or picker may name a type directly when it needs no
+// parameters; a type appearing in plugins under its own name is that instance.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/igw-dev/igw/pkg/epp/admission"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/maxscore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/predictedlatency"
+)
+
+// Config is the file's content.
+type Config struct {
+	Plugins    []PluginSpec   `json:"plugins,omitempty"`
+	Filters    []string       `json:"filters,omitempty"`
+	Scorers    []ScorerSpec   `json:"scorers,omitempty"`
+	Picker     string         `json:"picker,omitempty"`
+	Fallbacks  *int           `json:"fallbacks,omitempty"`
+	Prefix     PrefixSpec     `json:"prefix,omitempty"`
+	Latency    *LatencySpec   `json:"latency,omitempty"`
+	Admission  *AdmissionSpec `json:"admission,omitempty"`
+	BaseModels []string       `json:"baseModels,omitempty"`
+}
+
+// PluginSpec is one plugin instance.
+type PluginSpec struct {
+	Name       string          `json:"name,omitempty"`
+	Type       string          `json:"type"`
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ScorerSpec is a scorer and its weight.
+type ScorerSpec struct {
+	Plugin string  `json:"plugin"`
+	Weight float64 `json:"weight"`
+}
+
+// PrefixSpec configures the prefix index.
+type PrefixSpec struct {
+	BlockTokens int `json:"blockTokens,omitempty"`
+	MaxBlocks   int `json:"maxBlocks,omitempty"`
+}
+
+// LatencySpec configures the timing model.
+type LatencySpec struct {
+	ChunkTokens         *int     `json:"chunkTokens,omitempty"`
+	KVPressureThreshold *float64 `json:"kvPressureThreshold,omitempty"`
+	KVPressureFactor    *float64 `json:"kvPressureFactor,omitempty"`
+}
+
+// AdmissionSpec configures shedding; omitted fields keep their defaults.
+type AdmissionSpec struct {
+	Enabled              *bool    `json:"enabled,omitempty"`
+	QueueDepth           *int     `json:"queueDepth,omitempty"`
+	KVCacheUtilization   *float64 `json:"kvCacheUtilization,omitempty"`
+	ShedBelowPriority    *int     `json:"shedBelowPriority,omitempty"`
+	MaxRetryAfterSeconds *int     `json:"maxRetryAfterSeconds,omitempty"`
+}
+
+// DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
+const (
+	DefaultFallbacks       = 2
+	DefaultMaxPrefixBlocks = 512
+)
+
+// Default is the configuration used without a file: rank by predicted time to
+// first token, which already accounts for queues, cached prefixes, adapters
+// and each endpoint's measured speed.
+const Default = `
+scorers:
+- plugin: predicted-latency
+  weight: 1
+picker: max-score-picker
+`
+
+// Parse reads a configuration file's bytes; unknown fields are errors.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("configuration is empty")
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("parse configuration: %w", err)
+	}
+	return &c, nil
+}
+
+// Build validates c and builds a pipeline with plugins from reg.
+func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
+	instances := map[string]scheduling.Plugin{}
+	for i, ps := range c.Plugins {
+		name := ps.Name
+		if name == "" {
+			name = ps.Type
+		}
+		if ps.Type == "" {
+			return nil, fmt.Errorf("plugins[%d]: type is required", i)
+		}
+		if _, dup := instances[name]; dup {
+			return nil, fmt.Errorf("plugins[%d]: name %q used twice", i, name)
+		}
+		p, err := reg.New(ps.Type, name, scheduling.Parameters(ps.Parameters))
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		instances[name] = p
+	}
+	lookup := func(ref string) (scheduling.Plugin, error) {
+		if p, ok := instances[ref]; ok {
+			return p, nil
+		}
+		p, err := reg.New(ref, ref, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a plugin name nor a type: %w", ref, err)
+		}
+		instances[ref] = p
+		return p, nil
+	}
+
+	prof := &scheduling.Profile{Fallbacks: DefaultFallbacks}
+	if c.Fallbacks != nil {
+		if *c.Fallbacks < 0 || *c.Fallbacks > 16 {
+			return nil, fmt.Errorf("fallbacks must be in 0..16, got %d", *c.Fallbacks)
+		}
+		prof.Fallbacks = *c.Fallbacks
+	}
+	for i, ref := range c.Filters {
+		p, err := lookup(ref)
+		if err != nil {
+			return nil, fmt.Errorf("filters[%d]: %w", i, err)
+		}
+		f, ok := p.(scheduling.Filter)
+		if !ok {
+			return nil, fmt.Errorf("filters[%d]: %q (type %s) is not a filter", i, ref, p.Type())
+		}
+		prof.Filters = append(prof.Filters, f)
+	}
+	if len(c.Scorers) == 0 {
+		return nil, fmt.Errorf("scorers: at least one scorer is required (e.g. %s)", predictedlatency.Type)
+	}
+	for i, ss := range c.Scorers {
+		p, err := lookup(ss.Plugin)
+		if err != nil {
+			return nil, fmt.Errorf("scorers[%d]: %w", i, err)
+		}
+		s, ok := p.(scheduling.Scorer)
+		if !ok {
+			return nil, fmt.Errorf("scorers[%d]: %q (type %s) is not a scorer", i, ss.Plugin, p.Type())
+		}
+		if ss.Weight < 0 || ss.Weight != ss.Weight {
+			return nil, fmt.Errorf("scorers[%d]: weight must be ≥ 0, got %v", i, ss.Weight)
+		}
+		prof.Scorers = append(prof.Scorers, scheduling.WeightedScorer{Scorer: s, Weight: ss.Weight})
+	}
+	pickerRef := c.Picker
+	if pickerRef == "" {
+		pickerRef = maxscore.Type
+	}
+	p, err := lookup(pickerRef)
+	if err != nil {
+		return nil, fmt.Errorf("picker: %w", err)
+	}
+	picker, ok := p.(scheduling.Picker)
+	if !ok {
+		return nil, fmt.Errorf("picker: %q (type %s) is not a picker", pickerRef, p.Type())
+	}
+	prof.Picker = picker
+
+	pl := &director.Pipeline{Profile: prof, Admission: admission.DefaultPolicy, Latency: latency.DefaultModel,
+		BlockTokens: c.Prefix.BlockTokens, MaxPrefixBlocks: DefaultMaxPrefixBlocks, BaseModels: c.BaseModels}
+	if c.Prefix.BlockTokens < 0 || c.Prefix.BlockTokens > 4096 {
+		return nil, fmt.Errorf("prefix.blockTokens must be in 0..4096, got %d", c.Prefix.BlockTokens)
+	}
+	if c.Prefix.MaxBlocks < 0 || c.Prefix.MaxBlocks > 65536 {
+		return nil, fmt.Errorf("prefix.maxBlocks must be in 0..65536, got %d", c.Prefix.MaxBlocks)
+	}
+	if c.Prefix.MaxBlocks > 0 {
+		pl.MaxPrefixBlocks = c.Prefix.MaxBlocks
+	}
+	if l := c.Latency; l != nil {
+		if l.ChunkTokens != nil {
+			if *l.ChunkTokens < 0 {
+				return nil, fmt.Errorf("latency.chunkTokens must not be negative")
+			}
+			pl.Latency.ChunkTokens = *l.ChunkTokens
+		}
+		if l.KVPressureThreshold != nil {
+			if t := *l.KVPressureThreshold; !(t > 0 && t <= 1) {
+				return nil, fmt.Errorf("latency.kvPressureThreshold must be in (0, 1], got %v", t)
+			}
+			pl.Latency.KVPressureThreshold = *l.KVPressureThreshold
+		}
+		if l.KVPressureFactor != nil {
+			if f := *l.KVPressureFactor; !(f >= 0) {
+				return nil, fmt.Errorf("latency.kvPressureFactor must be ≥ 0, got %v", f)
+			}
+			pl.Latency.KVPressureFactor = *l.KVPressureFactor
+		}
+	}
+	if a := c.Admission; a != nil {
+		setIf(&pl.Admission.Enabled, a.Enabled)
+		setIf(&pl.Admission.QueueDepth, a.QueueDepth)
+		setIf(&pl.Admission.KVCacheUtilization, a.KVCacheUtilization)
+		setIf(&pl.Admission.ShedBelowPriority, a.ShedBelowPriority)
+		setIf(&pl.Admission.MaxRetryAfterSeconds, a.MaxRetryAfterSeconds)
+		if err := pl.Admission.Validate(); err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		if pl.Admission.MaxRetryAfterSeconds < 1 {
+			return nil, fmt.Errorf("admission: maxRetryAfterSeconds must be at least 1")
+		}
+	}
+	return pl, nil
+}
+
+// Load parses and builds in one step.
+func Load(data []byte, reg *scheduling.Registry) (*director.Pipeline, error) {
+	c, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return Build(c, reg)
+}
+
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}

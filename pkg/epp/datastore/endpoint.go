@@ -1,0 +1,175 @@
+// Package datastore holds the endpoints the picker may route to and everything
+// it knows about each: the latest model-server telemetry, its own in-flight
+// accounting (every pick counts against the endpoint at once, so stale scrapes
+// cannot cause herding) and the endpoint's speed learned online from observed
+// first-token and inter-token times.
+//
+// Nothing here reads a clock: every update carries the time it happened, so the
+// same code runs in production and in a discrete-event benchmark's virtual time.
+package datastore
+
+import (
+	"net"
+	"strconv"
+	"time"
+)
+
+// Endpoint is one model-server port: an address, a port and the labels of the
+// pod (or file entry) it came from.
+type Endpoint struct {
+	Address string            `json:"address"`
+	Port    int               `json:"port"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// Key is the endpoint's "ip:port" form, as the proxy receives it.
+func (e Endpoint) Key() string { return net.JoinHostPort(e.Address, strconv.Itoa(e.Port)) }
+
+// Metrics is one telemetry sample of a model server, engine-neutral.
+type Metrics struct {
+	Waiting int // requests queued, not yet running
+	Running int // requests in the running batch
+	// KVCacheUsage is the fraction of KV-cache blocks in use, 0..1; valid when KVCacheKnown.
+	KVCacheUsage float64
+	KVCacheKnown bool
+	// RunningAdapters and WaitingAdapters name the LoRA adapters with requests
+	// running or waiting; MaxAdapters is the number of adapter slots (0: unknown).
+	RunningAdapters []string
+	WaitingAdapters []string
+	MaxAdapters     int
+	// BlockSizeTokens and NumGPUBlocks describe the KV cache (0: unknown).
+	BlockSizeTokens int
+	NumGPUBlocks    int
+	// PrefixCacheHitRate is the server's own cumulative hit rate (0..1; -1 unknown).
+	PrefixCacheHitRate float64
+	// SampledAt is when the sample was taken.
+	SampledAt time.Time
+}
+
+// HasAdapter reports whether adapter is running or waiting on the server.
+func (m *Metrics) HasAdapter(adapter string) (running, waiting bool) {
+	for _, a := range m.RunningAdapters {
+		if a == adapter {
+			running = true
+			break
+		}
+	}
+	for _, a := range m.WaitingAdapters {
+		if a == adapter {
+			waiting = true
+			break
+		}
+	}
+	return running, waiting
+}
+
+// Speed is what the picker has learned about how fast an endpoint works.
+type Speed struct {
+	// PrefillTokensPerSecond is the rate at which the endpoint works through
+	// uncached prompt tokens (queued ones included).
+	PrefillTokensPerSecond float64
+	// DecodeStepSeconds is the time between two tokens of one sequence.
+	DecodeStepSeconds float64
+	// PrefillSamples and DecodeSamples count the observations behind each figure;
+	// zero means the figure is still the prior.
+	PrefillSamples int
+	DecodeSamples  int
+}
+
+// Priors are the speeds assumed for an endpoint before any observation. They
+// are deliberately optimistic so that a new endpoint receives traffic and is
+// measured quickly.
+type Priors struct {
+	PrefillTokensPerSecond float64
+	DecodeStepSeconds      float64
+}
+
+// DefaultPriors is roughly a current data-centre GPU serving an 8B model.
+var DefaultPriors = Priors{PrefillTokensPerSecond: 20000, DecodeStepSeconds: 0.010}
+
+// View is a consistent copy of one endpoint's state, taken for one scheduling
+// decision. Scorers read only views, so they need no locks.
+type View struct {
+	ID      int32
+	Key     string
+	Labels  map[string]string // shared, read-only
+	Metrics Metrics           // zero when HasMetrics is false
+	// HasMetrics is false until the first sample; Stale is true when the latest
+	// sample is older than the store's staleness limit (or missing while a limit is set).
+	HasMetrics bool
+	Stale      bool
+
+	// Own accounting of requests this picker sent.
+	InFlight          int // picked and not finished
+	PendingFirstToken int // picked, no first token yet
+	// PendingPrefillTokens is the uncached prompt tokens of requests still waiting
+	// for their first token; BacklogTokens is the part of it the endpoint has
+	// probably not worked through yet (drained at the learned prefill rate).
+	PendingPrefillTokens int64
+	BacklogTokens        float64
+	// PicksSinceSample and FinishedSinceSample correct a stale telemetry sample
+	// with what happened after it.
+	PicksSinceSample    int
+	FirstTokensSince    int
+	FinishedSinceSample int
+	// MeanPromptTokens is the running mean of uncached tokens per request sent
+	// here, used to turn a waiting count into work.
+	MeanPromptTokens float64
+	// AdaptersSinceSample are adapters sent here after the sample (read-only).
+	AdaptersSinceSample []string
+
+	Speed Speed
+}
+
+// WaitingEstimate is the queue length corrected for picks since the sample:
+// requests sent after it are assumed queued until their first token arrives.
+func (v *View) WaitingEstimate() int {
+	if !v.HasMetrics {
+		return v.PendingFirstToken
+	}
+	w := v.Metrics.Waiting + v.PicksSinceSample - v.FirstTokensSince
+	if w < 0 {
+		w = 0
+	}
+	return max(w, v.PendingFirstToken)
+}
+
+// LoadEstimate is running plus waiting requests corrected the same way: the
+// endpoint's total load in requests.
+func (v *View) LoadEstimate() int {
+	if !v.HasMetrics {
+		return v.InFlight
+	}
+	l := v.Metrics.Waiting + v.Metrics.Running + v.PicksSinceSample - v.FinishedSinceSample
+	if l < 0 {
+		l = 0
+	}
+	return max(l, v.InFlight)
+}
+
+// RunningEstimate is the running batch corrected for first tokens and
+// completions since the sample.
+func (v *View) RunningEstimate() int {
+	if !v.HasMetrics {
+		return v.InFlight - v.PendingFirstToken
+	}
+	r := v.Metrics.Running + v.FirstTokensSince - v.FinishedSinceSample
+	if r < 0 {
+		r = 0
+	}
+	return max(r, v.InFlight-v.PendingFirstToken)
+}
+
+// KVUtilization estimates the KV-cache use now (0..1) and whether it is known:
+// the sample raised by the prompt tokens sent since it, when the cache size is
+// known, so a burst does not pile onto the endpoint that looked emptiest.
+func (v *View) KVUtilization() (float64, bool) {
+	if !v.HasMetrics || !v.Metrics.KVCacheKnown {
+		return 0, false
+	}
+	u := v.Metrics.KVCacheUsage
+	if capacity := v.Metrics.NumGPUBlocks * v.Metrics.BlockSizeTokens; capacity > 0 && v.PicksSinceSample > 0 {
+		u += float64(v.PicksSinceSample) * v.MeanPromptTokens / float64(capacity)
+	}
+	return min(u, 1), true
+}

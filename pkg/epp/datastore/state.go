@@ -1,0 +1,276 @@
+package datastore
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Learning constants. The decode step moves with every token, so it follows
+// fast; the prefill rate is a ratio of decayed sums of work and time, so large
+// prompts (informative) weigh more than tiny ones (dominated by overhead).
+const (
+	decodeEWMAAlpha   = 0.1
+	prefillDecay      = 0.85
+	meanPromptAlpha   = 0.1
+	minPrefillSeconds = 1e-4
+)
+
+// Request is one request's life on an endpoint, from pick to completion. The
+// picker creates it on Pick; the response path (or a benchmark) reports its
+// first token, later tokens and completion through the endpoint's methods.
+type Request struct {
+	PickedAt time.Time
+	// PromptTokens is the estimated prompt length; UncachedTokens the part the
+	// picker expected the endpoint not to hold in its prefix cache.
+	PromptTokens   int
+	UncachedTokens int
+	// WorkAhead is the prefill backlog (tokens) estimated ahead of this request at pick.
+	WorkAhead float64
+	// ChunkTokens is the chunked-prefill budget assumed at pick.
+	ChunkTokens int
+	// Adapter is the LoRA adapter the request names ("" for the base model).
+	Adapter string
+
+	firstTokenAt time.Time
+	lastTokenAt  time.Time
+	tokens       int
+	done         bool
+}
+
+// FirstTokenAt is zero until the first token was observed.
+func (r *Request) FirstTokenAt() time.Time { return r.firstTokenAt }
+
+// Tokens is the number of output tokens observed so far.
+func (r *Request) Tokens() int { return r.tokens }
+
+// EndpointState is one endpoint's mutable state. All methods are safe for
+// concurrent use.
+type EndpointState struct {
+	id       int32
+	key      string
+	endpoint Endpoint
+
+	mu         sync.Mutex
+	metrics    Metrics
+	hasMetrics bool
+	legacyKV   bool
+
+	inFlight             int
+	pendingFirstToken    int
+	pendingPrefillTokens int64
+	backlog              float64
+	backlogAt            time.Time
+	picksSince           int
+	firstTokensSince     int
+	finishedSince        int
+	meanPrompt           float64
+	// adaptersSince lists adapters sent here since the last sample: the server
+	// is loading them even though its telemetry does not show it yet.
+	adaptersSince []string
+
+	prefillWork, prefillTime float64
+	speed                    Speed
+	priors                   Priors
+}
+
+func newEndpointState(id int32, ep Endpoint, priors Priors) *EndpointState {
+	return &EndpointState{
+		id: id, key: ep.Key(), endpoint: ep, priors: priors,
+		speed: Speed{PrefillTokensPerSecond: priors.PrefillTokensPerSecond, DecodeStepSeconds: priors.DecodeStepSeconds},
+	}
+}
+
+// ID is a small dense integer, stable while the endpoint exists, reused after.
+func (s *EndpointState) ID() int32 { return s.id }
+
+// Key is "ip:port".
+func (s *EndpointState) Key() string { return s.key }
+
+// Endpoint returns the address and labels.
+func (s *EndpointState) Endpoint() Endpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endpoint
+}
+
+// UpdateMetrics stores a telemetry sample taken at m.SampledAt (now when zero).
+// The corrections counted since the previous sample start again from zero: the
+// new sample already reflects them.
+func (s *EndpointState) UpdateMetrics(m Metrics, now time.Time) {
+	if m.SampledAt.IsZero() {
+		m.SampledAt = now
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.metrics = m
+	s.hasMetrics = true
+	s.picksSince, s.firstTokensSince, s.finishedSince = 0, 0, 0
+	s.adaptersSince = nil
+}
+
+// MarkLegacyKV records that the endpoint reports only the legacy KV metric
+// name and reports whether this is the first time.
+func (s *EndpointState) MarkLegacyKV() (first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first = !s.legacyKV
+	s.legacyKV = true
+	return first
+}
+
+// drainLocked advances the prefill backlog to now at the learned rate.
+func (s *EndpointState) drainLocked(now time.Time) {
+	if !s.backlogAt.IsZero() && now.After(s.backlogAt) {
+		s.backlog -= now.Sub(s.backlogAt).Seconds() * s.speed.PrefillTokensPerSecond
+	}
+	s.backlog = math.Max(0, math.Min(s.backlog, float64(s.pendingPrefillTokens)))
+	if now.After(s.backlogAt) {
+		s.backlogAt = now
+	}
+}
+
+// View copies the state for a scheduling decision at now.
+func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked(now)
+	*v = View{
+		ID: s.id, Key: s.key, Labels: s.endpoint.Labels,
+		Metrics: s.metrics, HasMetrics: s.hasMetrics,
+		InFlight: s.inFlight, PendingFirstToken: s.pendingFirstToken,
+		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
+		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
+		MeanPromptTokens: s.meanPrompt, Speed: s.speed, AdaptersSinceSample: s.adaptersSince,
+	}
+	if staleness > 0 {
+		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness
+	}
+}
+
+// Picked counts r against the endpoint from now on; r.PickedAt is set to now.
+func (s *EndpointState) Picked(r *Request, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked(now)
+	r.PickedAt = now
+	r.WorkAhead = s.backlog
+	s.inFlight++
+	s.pendingFirstToken++
+	s.pendingPrefillTokens += int64(r.UncachedTokens)
+	s.backlog += float64(r.UncachedTokens)
+	s.picksSince++
+	if r.Adapter != "" && !slices.Contains(s.adaptersSince, r.Adapter) {
+		s.adaptersSince = append(s.adaptersSince, r.Adapter)
+	}
+	if s.meanPrompt == 0 {
+		s.meanPrompt = float64(r.UncachedTokens)
+	} else {
+		s.meanPrompt += meanPromptAlpha * (float64(r.UncachedTokens) - s.meanPrompt)
+	}
+}
+
+// ObserveFirstToken records r's first token at now and learns the prefill rate
+// from its time to first token.
+func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.done || !r.firstTokenAt.IsZero() {
+		return
+	}
+	r.firstTokenAt, r.lastTokenAt, r.tokens = now, now, 1
+	s.leavePrefillLocked(r, now)
+	ttft := now.Sub(r.PickedAt).Seconds()
+	work := r.WorkAhead + float64(r.UncachedTokens)
+	if ttft <= 0 || work <= 0 {
+		return
+	}
+	// Time not spent on prefill: at least one decode-sized step, plus one per
+	// chunk of prefill work the server's token budget splits it into.
+	steps := 1.0
+	if r.ChunkTokens > 0 {
+		steps += math.Floor(work / float64(r.ChunkTokens))
+	}
+	prefill := math.Max(ttft-steps*s.speed.DecodeStepSeconds, math.Max(0.25*ttft, minPrefillSeconds))
+	s.prefillWork = prefillDecay*s.prefillWork + work
+	s.prefillTime = prefillDecay*s.prefillTime + prefill
+	s.speed.PrefillSamples++
+	// Blend with the prior while evidence is thin.
+	observed := s.prefillWork / s.prefillTime
+	if n := float64(s.speed.PrefillSamples); n < 3 {
+		observed = (observed*n + s.priors.PrefillTokensPerSecond) / (n + 1)
+	}
+	s.speed.PrefillTokensPerSecond = observed
+}
+
+// leavePrefillLocked removes r's prefill from the pending accounting.
+func (s *EndpointState) leavePrefillLocked(r *Request, now time.Time) {
+	s.drainLocked(now)
+	s.pendingFirstToken--
+	s.pendingPrefillTokens -= int64(r.UncachedTokens)
+	if s.pendingPrefillTokens < 0 {
+		s.pendingPrefillTokens = 0
+	}
+	// FIFO: everything queued before r is done too, so the backlog is at most
+	// the work picked after it.
+	s.backlog = math.Min(s.backlog, float64(s.pendingPrefillTokens))
+	s.firstTokensSince++
+}
+
+// ObserveTokens records n more output tokens of r arriving together at now and
+// learns the decode step from the gap since the previous token.
+func (s *EndpointState) ObserveTokens(r *Request, n int, now time.Time) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.done || r.firstTokenAt.IsZero() {
+		return
+	}
+	gap := now.Sub(r.lastTokenAt).Seconds() / float64(n)
+	r.lastTokenAt = now
+	r.tokens += n
+	if gap <= 0 {
+		return
+	}
+	s.observeDecodeLocked(gap)
+}
+
+func (s *EndpointState) observeDecodeLocked(step float64) {
+	if s.speed.DecodeSamples == 0 {
+		s.speed.DecodeStepSeconds = step
+	} else {
+		s.speed.DecodeStepSeconds += decodeEWMAAlpha * (step - s.speed.DecodeStepSeconds)
+	}
+	s.speed.DecodeSamples++
+}
+
+// ObserveCompletion ends r at now. outputTokens, when positive and larger than
+// what was observed (a non-streamed response reports usage only), teaches the
+// decode step from the time after the first token.
+func (s *EndpointState) ObserveCompletion(r *Request, outputTokens int, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.done {
+		return
+	}
+	if r.firstTokenAt.IsZero() {
+		s.leavePrefillLocked(r, now)
+	} else if outputTokens > r.tokens && r.tokens <= 1 {
+		if d := now.Sub(r.firstTokenAt).Seconds(); d > 0 {
+			s.observeDecodeLocked(d / float64(outputTokens-1))
+		}
+	}
+	r.done = true
+	s.inFlight--
+	s.finishedSince++
+}
+
+// Speed returns the learned speed.
+func (s *EndpointState) Speed() Speed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.speed
+}

@@ -1,0 +1,327 @@
+// Package director is the picker's entry point, shared by the ext_proc server,
+// the in-process gateway and the discrete-event benchmark: Schedule turns a
+// request into a destination (plus fallbacks) or an OpenAI-style error, and the
+// Observe methods feed what happened afterwards back into per-endpoint state.
+//
+// The director reads no clock: every call carries now. The pipeline (filters,
+// scorers, picker, admission) is swapped atomically on configuration reload,
+// while endpoint state and the prefix index live on.
+package director
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/epp/admission"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
+	"github.com/igw-dev/igw/pkg/epp/prefixindex"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// Reasons a decision is counted under.
+const (
+	ReasonScored       = "scored"
+	ReasonNoEndpoints  = "no-endpoints"
+	ReasonNoSubset     = "no-subset-match"
+	ReasonAllStale     = "all-stale"
+	ReasonAllFiltered  = "all-filtered"
+	ReasonShed         = "shed"
+	ReasonCanceled     = "canceled"
+	defaultBlockTokens = 16
+)
+
+// Reasons lists every reason, for pre-creating metric series.
+var Reasons = []string{ReasonScored, ReasonNoEndpoints, ReasonNoSubset, ReasonAllStale, ReasonAllFiltered, ReasonShed, ReasonCanceled}
+
+// StalePolicy says what a stale endpoint is.
+type StalePolicy string
+
+// Stale policies: saturated keeps the endpoint but scores it worst and counts it
+// saturated for admission; filter removes it.
+const (
+	StaleSaturated StalePolicy = "saturated"
+	StaleFilter    StalePolicy = "filter"
+)
+
+// Pipeline is one configuration's scheduling behaviour.
+type Pipeline struct {
+	Profile   *scheduling.Profile
+	Admission admission.Policy
+	// Latency is the servers' timing model: predictions, Retry-After and speed learning.
+	Latency latency.Model
+	// BlockTokens fixes the prefix block size in tokens; 0 follows the servers'
+	// reported block size (16 until one is reported).
+	BlockTokens int
+	// MaxPrefixBlocks bounds how much of a prompt is hashed.
+	MaxPrefixBlocks int
+	// BaseModels, when set, are the model names that are not LoRA adapters.
+	BaseModels []string
+}
+
+// Options configure a Director.
+type Options struct {
+	// Staleness is the age after which telemetry is stale (0: never).
+	Staleness   time.Duration
+	StalePolicy StalePolicy
+	// Priors are new endpoints' assumed speeds.
+	Priors datastore.Priors
+	// PrefixCapacity is each endpoint's prefix-index capacity in blocks until its
+	// KV size is reported.
+	PrefixCapacity int
+	// Seed makes tie-breaks reproducible.
+	Seed uint64
+}
+
+// Director schedules requests over a store of endpoints.
+type Director struct {
+	store    *datastore.Store
+	index    *prefixindex.Index
+	opts     Options
+	pipeline atomic.Pointer[Pipeline]
+	// fleetBlockTokens is the block size last reported by a server.
+	fleetBlockTokens atomic.Int32
+
+	mu      sync.Mutex
+	cycles  []*cycle
+	created uint64
+}
+
+type cycle struct {
+	*scheduling.Cycle
+	states []*datastore.EndpointState
+	byID   []*datastore.EndpointState
+	cands  []*datastore.View
+	subset map[string]struct{}
+}
+
+// New returns a director over store with an empty prefix index. It schedules
+// nothing until SetPipeline.
+func New(store *datastore.Store, opts Options) *Director {
+	if opts.PrefixCapacity <= 0 {
+		opts.PrefixCapacity = 31250
+	}
+	if opts.StalePolicy == "" {
+		opts.StalePolicy = StaleSaturated
+	}
+	d := &Director{store: store, index: prefixindex.New(opts.PrefixCapacity), opts: opts}
+	d.fleetBlockTokens.Store(defaultBlockTokens)
+	store.OnRemove(d.index.RemoveEndpoint)
+	return d
+}
+
+// Store returns the endpoint store.
+func (d *Director) Store() *datastore.Store { return d.store }
+
+// Index returns the prefix index.
+func (d *Director) Index() *prefixindex.Index { return d.index }
+
+// SetPipeline makes p the pipeline for decisions from now on; decisions in
+// progress finish with the one they started with.
+func (d *Director) SetPipeline(p *Pipeline) {
+	old := d.pipeline.Swap(p)
+	if old != nil && d.blockTokens(old) != d.blockTokens(p) {
+		d.index.Reset()
+	}
+}
+
+// Pipeline returns the pipeline in effect.
+func (d *Director) Pipeline() *Pipeline { return d.pipeline.Load() }
+
+func (d *Director) blockTokens(p *Pipeline) int {
+	if p.BlockTokens > 0 {
+		return p.BlockTokens
+	}
+	return int(d.fleetBlockTokens.Load())
+}
+
+// UpdateMetrics stores a telemetry sample for the endpoint key and adapts the
+// prefix index to the server's reported KV geometry.
+func (d *Director) UpdateMetrics(key string, m datastore.Metrics, now time.Time) bool {
+	st := d.store.Get(key)
+	if st == nil {
+		return false
+	}
+	st.UpdateMetrics(m, now)
+	if m.BlockSizeTokens > 0 {
+		if old := d.fleetBlockTokens.Swap(int32(m.BlockSizeTokens)); int(old) != m.BlockSizeTokens {
+			if p := d.pipeline.Load(); p == nil || p.BlockTokens == 0 {
+				d.index.Reset()
+			}
+		}
+		if m.NumGPUBlocks > 0 {
+			// The index's blocks have the server's size, so its capacity is the server's.
+			d.index.SetCapacity(st.ID(), m.NumGPUBlocks)
+		}
+	}
+	return true
+}
+
+// ResolveModel splits a request's model into base model and adapter:
+// baseHeader (set by the body-based router for an adapter) wins; otherwise a
+// model outside the pipeline's BaseModels is an adapter.
+func (d *Director) ResolveModel(model, baseHeader string) (base, adapter string) {
+	if baseHeader != "" && baseHeader != model {
+		return baseHeader, model
+	}
+	if p := d.pipeline.Load(); p != nil && len(p.BaseModels) > 0 && !slices.Contains(p.BaseModels, model) {
+		return "", model
+	}
+	return model, ""
+}
+
+// Result is a scheduling decision.
+type Result struct {
+	// Primary is the destination "ip:port"; Fallbacks the next best, in order.
+	Primary   string
+	Fallbacks []string
+	Reason    string
+	// Breakdown explains the decision when the request asked for it.
+	Breakdown *scheduling.Breakdown
+	// Endpoint and Request are the accounting of the pick, for the Observe methods.
+	Endpoint *datastore.EndpointState
+	Request  *datastore.Request
+}
+
+// Schedule picks endpoints for req at now. On success the pick already counts
+// against the destination; the caller must end it with ObserveCompletion.
+// explain asks for a score breakdown.
+func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explain bool, now time.Time) (*Result, *apierror.Error) {
+	if err := ctx.Err(); err != nil {
+		return &Result{Reason: ReasonCanceled}, apierror.Unavailable("request canceled before scheduling: %v", err)
+	}
+	p := d.pipeline.Load()
+	if p == nil {
+		return &Result{Reason: ReasonAllFiltered}, apierror.Unavailable("the endpoint picker has no valid configuration yet")
+	}
+	c := d.getCycle()
+	defer d.putCycle(c)
+	blockTokens := d.blockTokens(p)
+	c.Reset(req, now, scheduling.PrefixSettings{Index: d.index, BlockTokens: blockTokens, MaxBlocks: p.MaxPrefixBlocks})
+	c.Latency = p.Latency
+
+	c.states = d.store.Endpoints(c.states[:0])
+	if len(c.states) == 0 {
+		return &Result{Reason: ReasonNoEndpoints}, apierror.Unavailable("no model server endpoints are known for this pool")
+	}
+	d.restrictToSubset(c, req.Subset)
+	if len(c.states) == 0 {
+		return &Result{Reason: ReasonNoSubset}, apierror.Unavailable("none of the endpoints the proxy allows for this request is known to the picker")
+	}
+	views := c.Views(len(c.states))
+	c.cands = c.cands[:0]
+	for i, st := range c.states {
+		v := &views[i]
+		st.View(now, d.opts.Staleness, v)
+		if v.Stale && d.opts.StalePolicy == StaleFilter {
+			continue
+		}
+		for int(v.ID) >= len(c.byID) {
+			c.byID = append(c.byID, nil)
+		}
+		c.byID[v.ID] = st
+		c.cands = append(c.cands, v)
+	}
+	if len(c.cands) == 0 {
+		return &Result{Reason: ReasonAllStale}, apierror.Unavailable("no endpoint has fresh telemetry")
+	}
+	if dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, p.Latency); dec.Shed {
+		return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
+			"every model server is saturated; requests of priority %d are shed, retry in %d s", req.Priority, dec.RetryAfterSeconds)
+	}
+	survivors, ranking := p.Profile.Run(c.Cycle, c.cands)
+	if len(ranking) == 0 {
+		return &Result{Reason: ReasonAllFiltered}, apierror.Unavailable("no endpoint passed the configured filters")
+	}
+	primary := survivors[ranking[0]]
+	res := &Result{Primary: primary.Key, Reason: ReasonScored, Endpoint: c.byID[primary.ID]}
+	if len(ranking) > 1 {
+		res.Fallbacks = make([]string, len(ranking)-1)
+		for i, r := range ranking[1:] {
+			res.Fallbacks[i] = survivors[r].Key
+		}
+	}
+	if explain {
+		b := c.Breakdown(p.Profile, ranking[0])
+		b.Reason = res.Reason
+		res.Breakdown = &b
+	}
+	res.Request = &datastore.Request{
+		PromptTokens:   c.PromptTokens,
+		UncachedTokens: c.UncachedTokens(primary),
+		ChunkTokens:    p.Latency.ChunkTokens,
+		Adapter:        req.Adapter,
+	}
+	res.Endpoint.Picked(res.Request, now)
+	d.index.Add(primary.ID, c.PromptHashes())
+	return res, nil
+}
+
+func (d *Director) restrictToSubset(c *cycle, subset []string) {
+	if subset == nil {
+		return
+	}
+	if len(subset) > 8 {
+		clear(c.subset)
+		if c.subset == nil {
+			c.subset = make(map[string]struct{}, len(subset))
+		}
+		for _, k := range subset {
+			c.subset[k] = struct{}{}
+		}
+	}
+	out := c.states[:0]
+	for _, st := range c.states {
+		var ok bool
+		if len(subset) > 8 {
+			_, ok = c.subset[st.Key()]
+		} else {
+			ok = slices.Contains(subset, st.Key())
+		}
+		if ok {
+			out = append(out, st)
+		}
+	}
+	c.states = out
+}
+
+func (d *Director) getCycle() *cycle {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.cycles); n > 0 {
+		c := d.cycles[n-1]
+		d.cycles = d.cycles[:n-1]
+		return c
+	}
+	d.created++
+	rng := rand.New(rand.NewPCG(d.opts.Seed, d.created))
+	return &cycle{Cycle: scheduling.NewCycle(rng)}
+}
+
+func (d *Director) putCycle(c *cycle) {
+	clear(c.byID)
+	d.mu.Lock()
+	d.cycles = append(d.cycles, c)
+	d.mu.Unlock()
+}
+
+// ObserveFirstToken reports the first output token of a scheduled request.
+func (d *Director) ObserveFirstToken(r *Result, now time.Time) {
+	r.Endpoint.ObserveFirstToken(r.Request, now)
+}
+
+// ObserveTokens reports n more output tokens arriving together at now.
+func (d *Director) ObserveTokens(r *Result, n int, now time.Time) {
+	r.Endpoint.ObserveTokens(r.Request, n, now)
+}
+
+// ObserveCompletion ends a scheduled request (finished or failed);
+// outputTokens is the usage the server reported (0 if unknown).
+func (d *Director) ObserveCompletion(r *Result, outputTokens int, now time.Time) {
+	r.Endpoint.ObserveCompletion(r.Request, outputTokens, now)
+}

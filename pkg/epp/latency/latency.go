@@ -1,0 +1,73 @@
+// Package latency is the picker's timing model of a model server, shared by the
+// predicted-latency scorer and admission control. It follows the form of
+// calibrated LLM-serving simulators: a server works through queued prefill
+// tokens at a prefill rate, in steps of at most a chunk budget, and every step
+// also carries the decode batch, which costs about one decode step. Both rates
+// are learned per endpoint online (see datastore.EndpointState).
+package latency
+
+import (
+	"math"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+)
+
+// Model holds the constants that are not learned.
+type Model struct {
+	// ChunkTokens is the server's chunked-prefill token budget per step.
+	ChunkTokens int
+	// KVPressureThreshold is the KV utilisation above which queueing for memory
+	// (and preemption) is expected; KVPressureFactor scales the slowdown from 1×
+	// at the threshold to 1+factor× at a full cache.
+	KVPressureThreshold float64
+	KVPressureFactor    float64
+}
+
+// DefaultModel fits vLLM's defaults.
+var DefaultModel = Model{ChunkTokens: 8192, KVPressureThreshold: 0.9, KVPressureFactor: 4}
+
+// WorkAhead is the uncached prefill tokens the endpoint must work through
+// before a new request: the picker's own backlog, or the telemetry's waiting
+// count times the mean prompt, whichever is larger (other pickers and requests
+// that bypass this one show only in telemetry). fallbackPrompt stands in for
+// the mean before any request was sent there.
+func WorkAhead(v *datastore.View, fallbackPrompt int) float64 {
+	mean := v.MeanPromptTokens
+	if mean <= 0 {
+		mean = float64(fallbackPrompt)
+	}
+	return math.Max(v.BacklogTokens, float64(v.WaitingEstimate())*mean)
+}
+
+// PrefillSeconds is the time to prefill work tokens from an empty queue.
+func (m Model) PrefillSeconds(v *datastore.View, work float64) float64 {
+	rate := v.Speed.PrefillTokensPerSecond
+	if rate <= 0 {
+		rate = datastore.DefaultPriors.PrefillTokensPerSecond
+	}
+	steps := 1.0
+	if m.ChunkTokens > 0 {
+		steps += math.Floor(work / float64(m.ChunkTokens))
+	}
+	return work/rate + steps*v.Speed.DecodeStepSeconds
+}
+
+// KVPressure is the multiplicative slowdown expected from a nearly full KV cache.
+func (m Model) KVPressure(utilization float64) float64 {
+	if m.KVPressureThreshold >= 1 || utilization <= m.KVPressureThreshold {
+		return 1
+	}
+	return 1 + m.KVPressureFactor*(math.Min(utilization, 1)-m.KVPressureThreshold)/(1-m.KVPressureThreshold)
+}
+
+// TTFT predicts the time to first token of a request with uncached prompt
+// tokens on v, given the KV utilisation estimate.
+func (m Model) TTFT(v *datastore.View, uncached int, fallbackPrompt int, kvUtilization float64) float64 {
+	work := WorkAhead(v, fallbackPrompt) + float64(uncached)
+	return m.PrefillSeconds(v, work) * m.KVPressure(kvUtilization)
+}
+
+// DrainSeconds predicts when v's current queue will have been worked off.
+func (m Model) DrainSeconds(v *datastore.View, fallbackPrompt int) float64 {
+	return m.PrefillSeconds(v, WorkAhead(v, fallbackPrompt))
+}

@@ -1,0 +1,310 @@
+// Package prefixindex is the endpoint picker's approximate model of which prompt
+// prefixes each endpoint holds in its KV cache. It never asks the model servers:
+// it remembers what it sent where. A prompt is cut into fixed-size character
+// blocks whose hashes are chained (each block's hash is seeded with the previous
+// one, the first with the model name), so one hash names a whole prefix and a
+// lookup walks the prompt's blocks until no endpoint holds the next one.
+//
+// Each endpoint has its own LRU bounded by a block capacity (tuned from the
+// server's real KV size when known), so the index forgets what the server has
+// most probably evicted.
+package prefixindex
+
+import (
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// CharsPerToken is the ratio between prompt characters and tokens the index
+// assumes when it converts a server's block size (tokens) into characters. The
+// shared tokenizer of the project averages about four characters per token.
+const CharsPerToken = 4
+
+// Hash appends the chained hashes of prompt's full blocks of blockChars
+// characters to dst, at most maxBlocks of them. A trailing partial block is not
+// hashed: servers cache only full blocks.
+func Hash(dst []uint64, seed string, prompt string, blockChars, maxBlocks int) []uint64 {
+	if blockChars <= 0 {
+		return dst
+	}
+	prev := xxhash.Sum64String(seed)
+	var d xxhash.Digest
+	for i := 0; i+blockChars <= len(prompt) && (maxBlocks <= 0 || i/blockChars < maxBlocks); i += blockChars {
+		d.ResetWithSeed(prev)
+		_, _ = d.WriteString(prompt[i : i+blockChars])
+		prev = d.Sum64()
+		dst = append(dst, prev)
+	}
+	return dst
+}
+
+// holder records that an endpoint holds a block; stamp identifies the endpoint's
+// latest touch of it so stale LRU ring entries can be told apart.
+type holder struct {
+	endpoint int32
+	stamp    uint32
+}
+
+// entry lists the endpoints holding one block. Most blocks live on one or two
+// endpoints, so the first holder is stored inline to spare an allocation.
+type entry struct {
+	first holder // endpoint < 0 when unused
+	more  []holder
+}
+
+func (e *entry) find(endpoint int32) *holder {
+	if e.first.endpoint == endpoint {
+		return &e.first
+	}
+	for i := range e.more {
+		if e.more[i].endpoint == endpoint {
+			return &e.more[i]
+		}
+	}
+	return nil
+}
+
+func (e *entry) add(h holder) {
+	if e.first.endpoint < 0 {
+		e.first = h
+		return
+	}
+	e.more = append(e.more, h)
+}
+
+// remove drops endpoint and reports whether the entry is now empty.
+func (e *entry) remove(endpoint int32) bool {
+	if e.first.endpoint == endpoint {
+		if n := len(e.more); n > 0 {
+			e.first = e.more[n-1]
+			e.more = e.more[:n-1]
+		} else {
+			e.first.endpoint = -1
+		}
+	} else {
+		for i := range e.more {
+			if e.more[i].endpoint == endpoint {
+				e.more[i] = e.more[len(e.more)-1]
+				e.more = e.more[:len(e.more)-1]
+				break
+			}
+		}
+	}
+	return e.first.endpoint < 0
+}
+
+type ringItem struct {
+	hash  uint64
+	stamp uint32
+}
+
+// lru is one endpoint's recency ring. Touching a block pushes a new item; the
+// older item for the same block becomes stale and is skipped when it falls off.
+// The ring never exceeds capacity items, so at most capacity blocks are live.
+type lru struct {
+	ring     []ringItem
+	head     int // index of the oldest item once the ring is full
+	capacity int
+	stamp    uint32
+	live     bool
+}
+
+// Index is safe for concurrent use: lookups share a read lock, updates take the
+// write lock.
+type Index struct {
+	mu              sync.RWMutex
+	blocks          map[uint64]int32 // hash -> slot in entries
+	entries         []entry
+	freeSlots       []int32
+	lrus            []lru // by endpoint id
+	defaultCapacity int
+}
+
+// New returns an empty index whose endpoints hold at most defaultCapacity blocks
+// each until SetCapacity says otherwise.
+func New(defaultCapacity int) *Index {
+	if defaultCapacity <= 0 {
+		defaultCapacity = 1
+	}
+	return &Index{blocks: make(map[uint64]int32), defaultCapacity: defaultCapacity}
+}
+
+func (ix *Index) lruFor(endpoint int32) *lru {
+	for int(endpoint) >= len(ix.lrus) {
+		ix.lrus = append(ix.lrus, lru{})
+	}
+	l := &ix.lrus[endpoint]
+	if !l.live {
+		l.live = true
+		if l.capacity == 0 {
+			l.capacity = ix.defaultCapacity
+		}
+	}
+	return l
+}
+
+// SetCapacity bounds how many blocks endpoint keeps; shrinking evicts the oldest.
+func (ix *Index) SetCapacity(endpoint int32, blocks int) {
+	if blocks <= 0 || endpoint < 0 {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	l := ix.lruFor(endpoint)
+	if l.capacity == blocks {
+		return
+	}
+	items := l.ordered()
+	if len(items) > blocks {
+		for _, it := range items[:len(items)-blocks] {
+			ix.evict(endpoint, it)
+		}
+		items = items[len(items)-blocks:]
+	}
+	l.ring = append(make([]ringItem, 0, min(blocks, 1024)), items...)
+	l.head = 0
+	l.capacity = blocks
+}
+
+// ordered returns the ring's items oldest first.
+func (l *lru) ordered() []ringItem {
+	if len(l.ring) < l.capacity {
+		return append([]ringItem(nil), l.ring...)
+	}
+	out := make([]ringItem, 0, len(l.ring))
+	out = append(out, l.ring[l.head:]...)
+	return append(out, l.ring[:l.head]...)
+}
+
+// Add records that endpoint now holds the prefix named by hashes (from Hash).
+func (ix *Index) Add(endpoint int32, hashes []uint64) {
+	if endpoint < 0 || len(hashes) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	l := ix.lruFor(endpoint)
+	for _, h := range hashes {
+		l.stamp++
+		slot, ok := ix.blocks[h]
+		if !ok {
+			slot = ix.newSlot()
+			ix.blocks[h] = slot
+		}
+		e := &ix.entries[slot]
+		if hd := e.find(endpoint); hd != nil {
+			hd.stamp = l.stamp
+		} else {
+			e.add(holder{endpoint: endpoint, stamp: l.stamp})
+		}
+		item := ringItem{hash: h, stamp: l.stamp}
+		if len(l.ring) < l.capacity {
+			l.ring = append(l.ring, item)
+			continue
+		}
+		old := l.ring[l.head]
+		l.ring[l.head] = item
+		l.head = (l.head + 1) % len(l.ring)
+		ix.evict(endpoint, old)
+	}
+}
+
+// evict forgets endpoint's hold on old's block unless it was touched since.
+func (ix *Index) evict(endpoint int32, old ringItem) {
+	slot, ok := ix.blocks[old.hash]
+	if !ok {
+		return
+	}
+	e := &ix.entries[slot]
+	hd := e.find(endpoint)
+	if hd == nil || hd.stamp != old.stamp {
+		return
+	}
+	if e.remove(endpoint) {
+		delete(ix.blocks, old.hash)
+		e.more = nil
+		ix.freeSlots = append(ix.freeSlots, slot)
+	}
+}
+
+func (ix *Index) newSlot() int32 {
+	if n := len(ix.freeSlots); n > 0 {
+		s := ix.freeSlots[n-1]
+		ix.freeSlots = ix.freeSlots[:n-1]
+		ix.entries[s] = entry{first: holder{endpoint: -1}}
+		return s
+	}
+	ix.entries = append(ix.entries, entry{first: holder{endpoint: -1}})
+	return int32(len(ix.entries) - 1)
+}
+
+// Match writes into matched[id] how many leading blocks of hashes endpoint id
+// holds (ids beyond len(matched) are ignored) and returns the longest match.
+// matched must be zeroed by the caller.
+func (ix *Index) Match(hashes []uint64, matched []int32) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	best := 0
+	for i, h := range hashes {
+		slot, ok := ix.blocks[h]
+		if !ok {
+			break
+		}
+		e := &ix.entries[slot]
+		advanced := advance(matched, e.first.endpoint, int32(i))
+		for _, hd := range e.more {
+			advanced = advance(matched, hd.endpoint, int32(i)) || advanced
+		}
+		if !advanced {
+			break
+		}
+		best = i + 1
+	}
+	return best
+}
+
+// advance extends endpoint's match from i to i+1 blocks when it matched all i
+// blocks before this one.
+func advance(matched []int32, endpoint, i int32) bool {
+	if endpoint < 0 || int(endpoint) >= len(matched) || matched[endpoint] != i {
+		return false
+	}
+	matched[endpoint] = i + 1
+	return true
+}
+
+// RemoveEndpoint forgets everything endpoint held, so its id can be reused.
+func (ix *Index) RemoveEndpoint(endpoint int32) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if endpoint < 0 || int(endpoint) >= len(ix.lrus) {
+		return
+	}
+	l := &ix.lrus[endpoint]
+	for _, it := range l.ring {
+		ix.evict(endpoint, it)
+	}
+	*l = lru{}
+}
+
+// Reset forgets everything, e.g. when the block size changes and every hash
+// would name a different prefix.
+func (ix *Index) Reset() {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.blocks = make(map[uint64]int32)
+	ix.entries = nil
+	ix.freeSlots = nil
+	for i := range ix.lrus {
+		ix.lrus[i].ring = nil
+		ix.lrus[i].head = 0
+	}
+}
+
+// Blocks returns how many distinct blocks the index holds.
+func (ix *Index) Blocks() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.blocks)
+}

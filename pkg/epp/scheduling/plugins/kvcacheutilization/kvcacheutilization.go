@@ -1,0 +1,39 @@
+// Package kvcacheutilization scores endpoints by free KV-cache space.
+package kvcacheutilization
+
+import (
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// Type is the plugin's type name.
+const Type = "kv-cache-utilization"
+
+// Scorer gives 1 − utilisation (datastore.View.KVUtilization: corrected for
+// prompts sent since the sample). Unknown utilisation scores 0.5; stale
+// endpoints 0.
+type Scorer struct{ scheduling.Named }
+
+// New is the registry factory; the scorer has no parameters.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	if err := params.Decode(&struct{}{}); err != nil {
+		return nil, err
+	}
+	return &Scorer{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
+}
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+	for i, v := range cands {
+		if v.Stale {
+			scores[i] = 0
+			continue
+		}
+		u, ok := v.KVUtilization()
+		if !ok {
+			scores[i] = 0.5
+			continue
+		}
+		scores[i] = 1 - u
+	}
+}

@@ -1,0 +1,56 @@
+// Package labelselector keeps only endpoints whose labels match.
+package labelselector
+
+import (
+	"fmt"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// Type is the plugin's type name.
+const Type = "label-selector-filter"
+
+// Parameters name the labels an endpoint must carry.
+type Parameters struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// Filter drops endpoints lacking any of the labels, e.g. to pin a model to a
+// GPU class.
+type Filter struct {
+	scheduling.Named
+	match map[string]string
+}
+
+// New is the registry factory.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	var p Parameters
+	if err := params.Decode(&p); err != nil {
+		return nil, err
+	}
+	if len(p.MatchLabels) == 0 {
+		return nil, fmt.Errorf("matchLabels must name at least one label")
+	}
+	return &Filter{Named: scheduling.Named{TypeName: Type, InstanceName: name}, match: p.MatchLabels}, nil
+}
+
+// Filter implements scheduling.Filter.
+func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+	out := in[:0]
+	for _, v := range in {
+		if matches(v.Labels, f.match) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func matches(labels, want map[string]string) bool {
+	for k, val := range want {
+		if got, ok := labels[k]; !ok || got != val {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,86 @@
+// Package loraaffinity scores endpoints by whether the request's LoRA adapter
+// is resident or can be loaded there without waiting.
+package loraaffinity
+
+import (
+	"slices"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// Type is the plugin's type name.
+const Type = "lora-affinity"
+
+// Parameters are the scores of each adapter situation.
+type Parameters struct {
+	Resident float64 `json:"resident"` // adapter running there (or sent there since the sample); default 1
+	FreeSlot float64 `json:"freeSlot"` // not resident, an adapter slot is free; default 0.8
+	Queued   float64 `json:"queued"`   // only waiting requests use it; default 0.6
+	Full     float64 `json:"full"`     // not resident and every slot taken; default 0
+}
+
+// Scorer rates each endpoint by the adapter's state there. Requests for the
+// base model score 1 everywhere.
+type Scorer struct {
+	scheduling.Named
+	p Parameters
+}
+
+// New is the registry factory.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	p := Parameters{Resident: 1, FreeSlot: 0.8, Queued: 0.6, Full: 0}
+	if err := params.Decode(&p); err != nil {
+		return nil, err
+	}
+	return &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, p: p}, nil
+}
+
+// State is where an adapter stands on one endpoint.
+type State int
+
+// Adapter states, best first.
+const (
+	Resident State = iota
+	FreeSlot
+	Queued
+	Full
+)
+
+// AdapterState classifies adapter on v. Unknown slot counts (no LoRA
+// telemetry) count as a free slot.
+func AdapterState(v *datastore.View, adapter string) State {
+	running, waiting := v.Metrics.HasAdapter(adapter)
+	if running || slices.Contains(v.AdaptersSinceSample, adapter) {
+		return Resident
+	}
+	used := len(v.Metrics.RunningAdapters) + len(v.AdaptersSinceSample)
+	if v.Metrics.MaxAdapters == 0 || used < v.Metrics.MaxAdapters {
+		return FreeSlot
+	}
+	if waiting {
+		return Queued
+	}
+	return Full
+}
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+	adapter := c.Request.Adapter
+	for i, v := range cands {
+		if adapter == "" {
+			scores[i] = 1
+			continue
+		}
+		switch AdapterState(v, adapter) {
+		case Resident:
+			scores[i] = s.p.Resident
+		case FreeSlot:
+			scores[i] = s.p.FreeSlot
+		case Queued:
+			scores[i] = s.p.Queued
+		default:
+			scores[i] = s.p.Full
+		}
+	}
+}

@@ -1,0 +1,52 @@
+// Package prefixcache scores endpoints by how much of the prompt they are
+// believed to hold in their prefix cache (from the picker's own prefix index).
+package prefixcache
+
+import (
+	"fmt"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// Type is the plugin's type name.
+const Type = "prefix-cache"
+
+// Parameters of the prefix-cache scorer.
+type Parameters struct {
+	// MinMatchBlocks is the shortest match (in KV blocks) that counts. Shorter
+	// matches score 0: in some traces every request shares its first block, and
+	// honouring that would send all traffic to one endpoint. Default 8.
+	MinMatchBlocks int `json:"minMatchBlocks"`
+}
+
+// Scorer gives matched blocks / prompt blocks when the match is long enough.
+type Scorer struct {
+	scheduling.Named
+	minMatch int
+}
+
+// New is the registry factory.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	p := Parameters{MinMatchBlocks: 8}
+	if err := params.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.MinMatchBlocks < 1 {
+		return nil, fmt.Errorf("minMatchBlocks must be at least 1, got %d", p.MinMatchBlocks)
+	}
+	return &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minMatch: p.MinMatchBlocks}, nil
+}
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+	total := c.PrefixBlocks()
+	if total == 0 {
+		return
+	}
+	for i, v := range cands {
+		if m := c.MatchedBlocks(v); m >= s.minMatch {
+			scores[i] = float64(m) / float64(total)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+// Package queue scores endpoints by how few requests wait in their queue.
+package queue
+
+import (
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/norm"
+)
+
+// Type is the plugin's type name.
+const Type = "queue"
+
+// Scorer gives 1 to the shortest queue and 0 to the longest (linear between),
+// counting requests sent since the last telemetry sample as queued. A stale
+// endpoint scores 0.
+type Scorer struct{ scheduling.Named }
+
+// New is the registry factory; the scorer has no parameters.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	if err := params.Decode(&struct{}{}); err != nil {
+		return nil, err
+	}
+	return &Scorer{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
+}
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+	norm.LowerIsBetter(cands, scores, func(v *datastore.View) float64 { return float64(v.WaitingEstimate()) })
+}

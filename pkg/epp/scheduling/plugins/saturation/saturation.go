@@ -1,0 +1,51 @@
+// Package saturation drops saturated endpoints while unsaturated ones remain.
+package saturation
+
+import (
+	"github.com/igw-dev/igw/pkg/epp/admission"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// Type is the plugin's type name.
+const Type = "saturation-filter"
+
+// Filter keeps the endpoints that are not saturated by the admission
+// thresholds in its parameters; if all are saturated it keeps all, leaving the
+// decision to the scorers (and admission to shedding).
+type Filter struct {
+	scheduling.Named
+	limits admission.Limits
+}
+
+// New is the registry factory; the parameters are admission.Limits.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	l := admission.DefaultLimits
+	if err := params.Decode(&l); err != nil {
+		return nil, err
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return &Filter{Named: scheduling.Named{TypeName: Type, InstanceName: name}, limits: l}, nil
+}
+
+// Filter implements scheduling.Filter.
+func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+	n := 0
+	for _, v := range in {
+		if !f.limits.Saturated(v) {
+			n++
+		}
+	}
+	if n == 0 || n == len(in) {
+		return in
+	}
+	out := in[:0]
+	for _, v := range in {
+		if !f.limits.Saturated(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

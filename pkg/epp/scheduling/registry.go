@@ -1,0 +1,83 @@
+package scheduling
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// Parameters are a plugin's parameters as JSON (the configuration's YAML is
+// converted first). Empty means defaults.
+type Parameters []byte
+
+// Decode fills into from the parameters, rejecting unknown fields so that a
+// typo in the configuration is an error rather than a silent default.
+func (p Parameters) Decode(into any) error {
+	if len(bytes.TrimSpace(p)) == 0 || string(bytes.TrimSpace(p)) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("parameters: %w", err)
+	}
+	return nil
+}
+
+// Factory builds a plugin instance named name from its parameters.
+type Factory func(name string, params Parameters) (Plugin, error)
+
+// Registry maps type names to factories.
+type Registry struct {
+	factories map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{factories: make(map[string]Factory)} }
+
+// Register adds a factory; registering a type twice is a programming error.
+func (r *Registry) Register(typ string, f Factory) {
+	if _, dup := r.factories[typ]; dup {
+		panic("scheduling: plugin type registered twice: " + typ)
+	}
+	r.factories[typ] = f
+}
+
+// New builds a plugin of type typ.
+func (r *Registry) New(typ, name string, params Parameters) (Plugin, error) {
+	f, ok := r.factories[typ]
+	if !ok {
+		return nil, fmt.Errorf("unknown plugin type %q (known: %v)", typ, r.Types())
+	}
+	if name == "" {
+		name = typ
+	}
+	p, err := f(name, params)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q (type %s): %w", name, typ, err)
+	}
+	return p, nil
+}
+
+// Types lists the registered type names, sorted.
+func (r *Registry) Types() []string {
+	out := make([]string, 0, len(r.factories))
+	for t := range r.factories {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Named is embedded by plugins to answer Type and Name.
+type Named struct {
+	TypeName     string
+	InstanceName string
+}
+
+// Type returns the type name.
+func (n Named) Type() string { return n.TypeName }
+
+// Name returns the instance name.
+func (n Named) Name() string { return n.InstanceName }
