@@ -26,6 +26,10 @@ type Model struct {
 // DefaultModel fits vLLM's defaults.
 var DefaultModel = Model{ChunkTokens: 8192, KVPressureThreshold: 0.9, KVPressureFactor: 4}
 
+// DefaultPromptTokens stands for a queued request's prompt when nothing better
+// is known, so that a queue of unknown requests still weighs.
+const DefaultPromptTokens = 256
+
 // WorkAhead is the uncached prefill tokens the endpoint must work through
 // before a new request: the picker's own backlog, or the telemetry's waiting
 // count times the mean prompt, whichever is larger (other pickers and requests
@@ -35,6 +39,9 @@ func WorkAhead(v *datastore.View, fallbackPrompt int) float64 {
 	mean := v.MeanPromptTokens
 	if mean <= 0 {
 		mean = float64(fallbackPrompt)
+	}
+	if mean <= 0 {
+		mean = DefaultPromptTokens
 	}
 	return math.Max(v.BacklogTokens, float64(v.WaitingEstimate())*mean)
 }

@@ -302,6 +302,14 @@ func (ix *Index) Reset() {
 	}
 }
 
+// Endpoints is one more than the largest endpoint id the index has seen: the
+// length of the slice Match needs.
+func (ix *Index) Endpoints() int32 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return int32(len(ix.lrus))
+}
+
 // Blocks returns how many distinct blocks the index holds.
 func (ix *Index) Blocks() int {
 	ix.mu.RLock()

@@ -165,10 +165,7 @@ func (c *Cycle) matchPrefix() {
 	if c.prefix.Index == nil || len(hashes) == 0 {
 		return
 	}
-	maxID := int32(0)
-	for _, v := range c.cands {
-		maxID = max(maxID, v.ID+1)
-	}
+	maxID := c.prefix.Index.Endpoints()
 	if cap(c.matched) < int(maxID) {
 		c.matched = make([]int32, maxID)
 	}

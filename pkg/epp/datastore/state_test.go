@@ -1,0 +1,142 @@
+package datastore
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+func newState() *EndpointState {
+	s := NewStore(DefaultPriors)
+	s.SetEndpoints([]Endpoint{{Address: "10.0.0.1", Port: 8000}})
+	return s.Get("10.0.0.1:8000")
+}
+
+// TestLearnsSpeedFromObservations drives one endpoint like a server with a
+// known prefill rate and decode step (requests one after another) and checks
+// the learned figures approach the truth from the priors.
+func TestLearnsSpeedFromObservations(t *testing.T) {
+	const rate, step = 1500.0, 0.040 // an A10G-like server, far from the priors
+	st := newState()
+	now := 0.0
+	for i := 0; i < 30; i++ {
+		r := &Request{UncachedTokens: 1000 + 100*(i%5), ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		ttft := float64(r.UncachedTokens)/rate + step
+		st.ObserveFirstToken(r, at(now+ttft))
+		for k := 1; k <= 10; k++ {
+			st.ObserveTokens(r, 1, at(now+ttft+float64(k)*step))
+		}
+		st.ObserveCompletion(r, 11, at(now+ttft+10*step))
+		now += ttft + 10*step + 0.5
+	}
+	sp := st.Speed()
+	if math.Abs(sp.PrefillTokensPerSecond-rate)/rate > 0.15 {
+		t.Errorf("prefill rate learned %.0f, true %.0f", sp.PrefillTokensPerSecond, rate)
+	}
+	if math.Abs(sp.DecodeStepSeconds-step)/step > 0.05 {
+		t.Errorf("decode step learned %.4f, true %.4f", sp.DecodeStepSeconds, step)
+	}
+}
+
+func TestPickCountsImmediatelyAndSampleResetsCorrections(t *testing.T) {
+	st := newState()
+	st.UpdateMetrics(Metrics{Waiting: 2, Running: 3}, at(0))
+	var v View
+	r1 := &Request{UncachedTokens: 400}
+	r2 := &Request{UncachedTokens: 600}
+	st.Picked(r1, at(0.01))
+	st.Picked(r2, at(0.02))
+	st.View(at(0.02), 0, &v)
+	if v.WaitingEstimate() != 4 || v.LoadEstimate() != 7 || v.InFlight != 2 || v.PendingPrefillTokens != 1000 {
+		t.Fatalf("after two picks: waiting %d load %d inflight %d pending %d",
+			v.WaitingEstimate(), v.LoadEstimate(), v.InFlight, v.PendingPrefillTokens)
+	}
+	st.ObserveFirstToken(r1, at(0.05))
+	st.View(at(0.05), 0, &v)
+	if v.WaitingEstimate() != 3 || v.RunningEstimate() != 4 || v.PendingFirstToken != 1 {
+		t.Fatalf("after a first token: waiting %d running %d pending %d", v.WaitingEstimate(), v.RunningEstimate(), v.PendingFirstToken)
+	}
+	st.UpdateMetrics(Metrics{Waiting: 1, Running: 4}, at(0.06))
+	st.View(at(0.06), 0, &v)
+	if v.WaitingEstimate() != 1 || v.LoadEstimate() != 5 {
+		t.Fatalf("new sample: waiting %d load %d", v.WaitingEstimate(), v.LoadEstimate())
+	}
+	st.ObserveCompletion(r1, 5, at(0.1))
+	st.ObserveCompletion(r2, 0, at(0.1)) // failed before its first token
+	st.ObserveCompletion(r2, 0, at(0.2)) // reported twice: counted once
+	st.View(at(0.2), 0, &v)
+	if v.InFlight != 0 || v.PendingFirstToken != 0 || v.PendingPrefillTokens != 0 || v.BacklogTokens != 0 {
+		t.Fatalf("after completion: %+v", v)
+	}
+}
+
+func TestBacklogDrainsAtLearnedRate(t *testing.T) {
+	st := newState() // prior 20k tokens/s
+	var v View
+	st.Picked(&Request{UncachedTokens: 10000}, at(0))
+	st.View(at(0.25), 0, &v)
+	if math.Abs(v.BacklogTokens-5000) > 1 {
+		t.Fatalf("backlog after 0.25 s = %.0f, want 5000", v.BacklogTokens)
+	}
+	st.View(at(1), 0, &v)
+	if v.BacklogTokens != 0 || v.PendingPrefillTokens != 10000 {
+		t.Fatalf("backlog %.0f pending %d", v.BacklogTokens, v.PendingPrefillTokens)
+	}
+}
+
+func TestStaleness(t *testing.T) {
+	st := newState()
+	var v View
+	st.View(at(0), 200*time.Millisecond, &v)
+	if !v.Stale {
+		t.Fatal("never-sampled endpoint is not stale")
+	}
+	st.UpdateMetrics(Metrics{SampledAt: at(0)}, at(0))
+	st.View(at(0.1), 200*time.Millisecond, &v)
+	if v.Stale {
+		t.Fatal("fresh sample is stale")
+	}
+	st.View(at(0.3), 200*time.Millisecond, &v)
+	if !v.Stale {
+		t.Fatal("old sample is not stale")
+	}
+}
+
+func TestStoreKeepsStateAndReusesIDs(t *testing.T) {
+	s := NewStore(DefaultPriors)
+	var removedIDs []int32
+	s.OnRemove(func(id int32) { removedIDs = append(removedIDs, id) })
+	a, b := Endpoint{Address: "10.0.0.1", Port: 8000}, Endpoint{Address: "10.0.0.2", Port: 8000}
+	s.SetEndpoints([]Endpoint{a, b})
+	s.Get(a.Key()).Picked(&Request{UncachedTokens: 1}, at(0))
+	added, removed := s.SetEndpoints([]Endpoint{a, {Address: "10.0.0.2", Port: 8000, Labels: map[string]string{"gpu": "h100"}}})
+	if len(added)+len(removed) != 0 {
+		t.Fatalf("label change added %v removed %v", added, removed)
+	}
+	var v View
+	s.Get(a.Key()).View(at(0), 0, &v)
+	if v.InFlight != 1 {
+		t.Fatal("state lost across SetEndpoints")
+	}
+	s.Get(b.Key()).View(at(0), 0, &v)
+	if v.Labels["gpu"] != "h100" {
+		t.Fatal("labels not updated")
+	}
+	bid := s.Get(b.Key()).ID()
+	_, removed = s.SetEndpoints([]Endpoint{a})
+	if len(removed) != 1 || len(removedIDs) != 1 || removedIDs[0] != bid {
+		t.Fatalf("removed %v ids %v", removed, removedIDs)
+	}
+	s.SetEndpoints([]Endpoint{a, {Address: "10.0.0.3", Port: 9000}})
+	if got := s.Get("10.0.0.3:9000").ID(); got != bid {
+		t.Fatalf("freed id %d not reused, got %d", bid, got)
+	}
+	if s.Len() != 2 || s.MaxID() != 2 {
+		t.Fatalf("len %d maxID %d", s.Len(), s.MaxID())
+	}
+}

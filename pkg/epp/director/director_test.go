@@ -1,0 +1,191 @@
+package director_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func newDirector(t testing.TB, cfg string, n int, opts director.Options) *director.Director {
+	t.Helper()
+	store := datastore.NewStore(datastore.DefaultPriors)
+	var eps []datastore.Endpoint
+	for i := range n {
+		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), Port: 8000,
+			Labels: map[string]string{"idx": fmt.Sprint(i)}})
+	}
+	store.SetEndpoints(eps)
+	d := director.New(store, opts)
+	p, err := config.Load([]byte(cfg), plugins.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetPipeline(p)
+	return d
+}
+
+func keys(d *director.Director) []string {
+	var out []string
+	for _, st := range d.Store().Endpoints(nil) {
+		out = append(out, st.Key())
+	}
+	return out
+}
+
+func schedule(t testing.TB, d *director.Director, req *scheduling.Request, now time.Time) *director.Result {
+	t.Helper()
+	res, err := d.Schedule(context.Background(), req, false, now)
+	if err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	return res
+}
+
+// TestNoHerdingOnStaleTelemetry: with one sample for all endpoints and many
+// requests before the next, own accounting spreads them evenly.
+func TestNoHerdingOnStaleTelemetry(t *testing.T) {
+	for _, cfg := range []string{config.Default, "scorers: [{plugin: queue, weight: 1}]", "scorers: [{plugin: running-requests, weight: 1}]"} {
+		d := newDirector(t, cfg, 4, director.Options{})
+		for _, k := range keys(d) {
+			d.UpdateMetrics(k, datastore.Metrics{KVCacheKnown: true, SampledAt: t0}, t0)
+		}
+		count := map[string]int{}
+		for i := range 40 {
+			res := schedule(t, d, &scheduling.Request{Model: "m", Prompt: strings.Repeat(fmt.Sprint(i), 400)}, t0.Add(time.Millisecond))
+			count[res.Primary]++
+		}
+		for k, n := range count {
+			if n < 8 || n > 12 {
+				t.Errorf("%q: endpoint %s got %d of 40 picks: %v", cfg, k, n, count)
+			}
+		}
+	}
+}
+
+func TestFallbacksDistinctAndOrdered(t *testing.T) {
+	d := newDirector(t, "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 2", 4, director.Options{})
+	for i, k := range keys(d) {
+		d.UpdateMetrics(k, datastore.Metrics{Waiting: i, SampledAt: t0}, t0)
+	}
+	res := schedule(t, d, &scheduling.Request{Model: "m"}, t0)
+	ks := keys(d)
+	if res.Primary != ks[0] || len(res.Fallbacks) != 2 || res.Fallbacks[0] != ks[1] || res.Fallbacks[1] != ks[2] {
+		t.Fatalf("primary %s fallbacks %v, want %s then %v", res.Primary, res.Fallbacks, ks[0], ks[1:3])
+	}
+}
+
+func TestSubsetRestrictsCandidates(t *testing.T) {
+	d := newDirector(t, config.Default, 6, director.Options{})
+	ks := keys(d)
+	for range 20 {
+		res := schedule(t, d, &scheduling.Request{Model: "m", Subset: []string{ks[4]}}, t0)
+		if res.Primary != ks[4] || len(res.Fallbacks) != 0 {
+			t.Fatalf("subset of one gave %s + %v", res.Primary, res.Fallbacks)
+		}
+	}
+	_, err := d.Schedule(context.Background(), &scheduling.Request{Subset: []string{"192.0.2.1:1"}}, false, t0)
+	if err == nil || err.Status != 503 {
+		t.Fatalf("unknown subset: %v", err)
+	}
+}
+
+func TestUnavailableReasons(t *testing.T) {
+	d := newDirector(t, config.Default, 0, director.Options{})
+	res, err := d.Schedule(context.Background(), &scheduling.Request{}, false, t0)
+	if err == nil || err.Status != 503 || res.Reason != director.ReasonNoEndpoints {
+		t.Fatalf("no endpoints: %v %v", res.Reason, err)
+	}
+	d = newDirector(t, config.Default, 2, director.Options{Staleness: 200 * time.Millisecond, StalePolicy: director.StaleFilter})
+	res, err = d.Schedule(context.Background(), &scheduling.Request{}, false, t0)
+	if err == nil || err.Status != 503 || res.Reason != director.ReasonAllStale {
+		t.Fatalf("all stale with filter policy: %v %v", res.Reason, err)
+	}
+	k := keys(d)[1]
+	d.UpdateMetrics(k, datastore.Metrics{SampledAt: t0}, t0)
+	if res := schedule(t, d, &scheduling.Request{}, t0.Add(100*time.Millisecond)); res.Primary != k {
+		t.Fatalf("filter policy picked stale %s", res.Primary)
+	}
+}
+
+func TestShedsLowPriorityWhenAllSaturated(t *testing.T) {
+	d := newDirector(t, config.Default, 3, director.Options{})
+	for _, k := range keys(d) {
+		d.UpdateMetrics(k, datastore.Metrics{Waiting: 10, SampledAt: t0}, t0)
+	}
+	res, err := d.Schedule(context.Background(), &scheduling.Request{Priority: -1, PromptTokens: 1000}, false, t0)
+	if err == nil || err.Status != 429 || res.Reason != director.ReasonShed || err.RetryAfterSeconds < 1 {
+		t.Fatalf("saturated, priority -1: %v %+v", res.Reason, err)
+	}
+	// Retry-After follows the predicted drain: 10 waiting × 1000 tokens at the prior rate.
+	if err.RetryAfterSeconds > 2 {
+		t.Fatalf("retry-after %d s for ~0.5 s of work", err.RetryAfterSeconds)
+	}
+	if res := schedule(t, d, &scheduling.Request{Priority: 0}, t0); res.Primary == "" {
+		t.Fatal("priority 0 not scheduled")
+	}
+	// One unsaturated endpoint: nobody is shed.
+	d.UpdateMetrics(keys(d)[0], datastore.Metrics{Waiting: 0, SampledAt: t0}, t0)
+	if res := schedule(t, d, &scheduling.Request{Priority: -5}, t0); res.Primary != keys(d)[0] {
+		t.Fatalf("priority -5 with a free endpoint went to %s", res.Primary)
+	}
+}
+
+func TestPrefixAffinityFollowsPicks(t *testing.T) {
+	d := newDirector(t, "scorers: [{plugin: prefix-cache, weight: 1}, {plugin: queue, weight: 0.1}]", 8, director.Options{})
+	system := strings.Repeat("You are a helpful assistant. ", 100) // ~2900 chars: 45 blocks
+	first := schedule(t, d, &scheduling.Request{Model: "m", Prompt: system + "question one"}, t0)
+	d.ObserveFirstToken(first, t0.Add(10*time.Millisecond))
+	for i := range 5 {
+		res := schedule(t, d, &scheduling.Request{Model: "m", Prompt: system + fmt.Sprint("question ", i)}, t0)
+		if res.Primary != first.Primary {
+			t.Fatalf("shared prefix went to %s, cached on %s", res.Primary, first.Primary)
+		}
+	}
+	// Another model's identical prompt has no affinity (hash seeded with the model).
+	res, err := d.Schedule(context.Background(), &scheduling.Request{Model: "other", Prompt: system}, true, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := res.Breakdown.Terms[0].Raw; raw != 0 {
+		t.Fatalf("another model's identical prompt scored prefix %v", raw)
+	}
+}
+
+func TestBreakdownExplainsDecision(t *testing.T) {
+	d := newDirector(t, "scorers: [{plugin: queue, weight: 2}, {plugin: kv-cache-utilization, weight: 1}]", 2, director.Options{})
+	ks := keys(d)
+	d.UpdateMetrics(ks[0], datastore.Metrics{Waiting: 0, KVCacheKnown: true, KVCacheUsage: 0.25, SampledAt: t0}, t0)
+	d.UpdateMetrics(ks[1], datastore.Metrics{Waiting: 4, KVCacheKnown: true, KVCacheUsage: 0.5, SampledAt: t0}, t0)
+	res, err := d.Schedule(context.Background(), &scheduling.Request{}, true, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "endpoint=" + ks[0] + ";reason=scored;total=2.7500;candidates=2;queue=1.0000*2;kv-cache-utilization=0.7500*1"
+	if got := res.Breakdown.String(); got != want {
+		t.Fatalf("breakdown\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestResolveModel(t *testing.T) {
+	d := newDirector(t, config.Default+"baseModels: [llama]", 1, director.Options{})
+	for _, c := range []struct{ model, header, base, adapter string }{
+		{"llama", "", "llama", ""},
+		{"sql-lora", "", "", "sql-lora"},
+		{"sql-lora", "llama", "llama", "sql-lora"},
+		{"llama", "llama", "llama", ""},
+	} {
+		if b, a := d.ResolveModel(c.model, c.header); b != c.base || a != c.adapter {
+			t.Errorf("ResolveModel(%q, %q) = %q, %q", c.model, c.header, b, a)
+		}
+	}
+}
