@@ -9,7 +9,7 @@
 //	- name: prefix            # instance name (default: the type)
 //	  type: prefix-cache      # a registered type name (kebab-case)
 //	  parameters:             # type-specific; unknown keys are an error
-//	    minMatchBlocks: 8
+//	    minMatchTokens: 128
 //	filters: []               # plugin names (or bare type names), applied in order
 //	scorers:                  # plugin names (or bare type names) with weights ≥ 0
 //	- plugin: predicted-latency
@@ -17,8 +17,9 @@
 //	picker: max-score-picker  # plugin name or type: max-score-picker | weighted-random-picker
 //	fallbacks: 2              # endpoints returned after the destination, for retries
 //	prefix:
-//	  blockTokens: 0          # KV block size in tokens; 0 follows vllm:cache_config_info (16 until reported)
-//	  maxBlocks: 512          # prompt blocks hashed at most (512 × 16 tokens ≈ 8k tokens)
+//	  blockTokens: 0          # index block in tokens; 0: the smallest multiple of the servers'
+//	                          # block size (vllm:cache_config_info, 16 until reported) ≥ 128
+//	  maxBlocks: 256          # prompt blocks hashed at most (256 × 128 tokens ≈ 32k tokens)
 //	latency:                  # the servers' timing model
 //	  chunkTokens: 8192       # chunked-prefill token budget per step
 //	  kvPressureThreshold: 0.9
@@ -101,7 +102,7 @@ type AdmissionSpec struct {
 // DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
 const (
 	DefaultFallbacks       = 2
-	DefaultMaxPrefixBlocks = 512
+	DefaultMaxPrefixBlocks = 256
 )
 
 // Default is the configuration used without a file: rank by predicted time to

@@ -34,6 +34,11 @@ const (
 	ReasonShed         = "shed"
 	ReasonCanceled     = "canceled"
 	defaultBlockTokens = 16
+	// minIndexBlockTokens: the index groups server blocks so one index block
+	// covers at least this many tokens. Cached-token estimates lose under one
+	// index block of precision; scheduling an 8k-token prompt costs 64 lookups
+	// instead of 512.
+	minIndexBlockTokens = 128
 )
 
 // Reasons lists every reason, for pre-creating metric series.
@@ -55,8 +60,9 @@ type Pipeline struct {
 	Admission admission.Policy
 	// Latency is the servers' timing model: predictions, Retry-After and speed learning.
 	Latency latency.Model
-	// BlockTokens fixes the prefix block size in tokens; 0 follows the servers'
-	// reported block size (16 until one is reported).
+	// BlockTokens fixes the prefix index's block size in tokens; 0 derives it
+	// from the servers' reported block size (16 until one is reported), as the
+	// smallest multiple of it covering at least 128 tokens.
 	BlockTokens int
 	// MaxPrefixBlocks bounds how much of a prompt is hashed.
 	MaxPrefixBlocks int
@@ -137,7 +143,15 @@ func (d *Director) blockTokens(p *Pipeline) int {
 	if p.BlockTokens > 0 {
 		return p.BlockTokens
 	}
-	return int(d.fleetBlockTokens.Load())
+	return IndexBlockTokens(int(d.fleetBlockTokens.Load()))
+}
+
+// IndexBlockTokens is the index block size derived from a server block size.
+func IndexBlockTokens(serverBlock int) int {
+	if serverBlock <= 0 {
+		serverBlock = defaultBlockTokens
+	}
+	return serverBlock * ((minIndexBlockTokens + serverBlock - 1) / serverBlock)
 }
 
 // UpdateMetrics stores a telemetry sample for the endpoint key and adapts the
@@ -154,9 +168,9 @@ func (d *Director) UpdateMetrics(key string, m datastore.Metrics, now time.Time)
 				d.index.Reset()
 			}
 		}
-		if m.NumGPUBlocks > 0 {
-			// The index's blocks have the server's size, so its capacity is the server's.
-			d.index.SetCapacity(st.ID(), m.NumGPUBlocks)
+		if p := d.pipeline.Load(); p != nil && m.NumGPUBlocks > 0 {
+			// Remember no more than the server can hold.
+			d.index.SetCapacity(st.ID(), max(1, m.NumGPUBlocks*m.BlockSizeTokens/d.blockTokens(p)))
 		}
 	}
 	return true
@@ -258,7 +272,7 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 		Adapter:        req.Adapter,
 	}
 	res.Endpoint.Picked(res.Request, now)
-	d.index.Add(primary.ID, c.PromptHashes())
+	c.RecordPick(primary.ID)
 	return res, nil
 }
 

@@ -47,51 +47,76 @@ type holder struct {
 }
 
 // entry lists the endpoints holding one block. Most blocks live on one or two
-// endpoints, so the first holder is stored inline to spare an allocation.
+// endpoints, so the first holder is inline and the rest form a list in the
+// index's overflow pool. Entries hold no pointers: the garbage collector never
+// scans the index, however large.
 type entry struct {
+	hash  uint64
 	first holder // endpoint < 0 when unused
-	more  []holder
+	next  int32  // first overflow node, -1 for none
 }
 
-func (e *entry) find(endpoint int32) *holder {
+type overflowNode struct {
+	holder
+	next int32
+}
+
+const none = -1
+
+func (ix *Index) find(e *entry, endpoint int32) *holder {
 	if e.first.endpoint == endpoint {
 		return &e.first
 	}
-	for i := range e.more {
-		if e.more[i].endpoint == endpoint {
-			return &e.more[i]
+	for n := e.next; n != none; n = ix.overflow[n].next {
+		if ix.overflow[n].endpoint == endpoint {
+			return &ix.overflow[n].holder
 		}
 	}
 	return nil
 }
 
-func (e *entry) add(h holder) {
+func (ix *Index) addHolder(e *entry, h holder) {
 	if e.first.endpoint < 0 {
 		e.first = h
 		return
 	}
-	e.more = append(e.more, h)
+	var n int32
+	if k := len(ix.freeNodes); k > 0 {
+		n = ix.freeNodes[k-1]
+		ix.freeNodes = ix.freeNodes[:k-1]
+	} else {
+		ix.overflow = append(ix.overflow, overflowNode{})
+		n = int32(len(ix.overflow) - 1)
+	}
+	ix.overflow[n] = overflowNode{holder: h, next: e.next}
+	e.next = n
 }
 
-// remove drops endpoint and reports whether the entry is now empty.
-func (e *entry) remove(endpoint int32) bool {
+// removeHolder drops endpoint and reports whether the entry is now empty.
+func (ix *Index) removeHolder(e *entry, endpoint int32) bool {
 	if e.first.endpoint == endpoint {
-		if n := len(e.more); n > 0 {
-			e.first = e.more[n-1]
-			e.more = e.more[:n-1]
+		if n := e.next; n != none {
+			e.first = ix.overflow[n].holder
+			e.next = ix.overflow[n].next
+			ix.freeNodes = append(ix.freeNodes, n)
 		} else {
 			e.first.endpoint = -1
 		}
-	} else {
-		for i := range e.more {
-			if e.more[i].endpoint == endpoint {
-				e.more[i] = e.more[len(e.more)-1]
-				e.more = e.more[:len(e.more)-1]
-				break
-			}
-		}
+		return e.first.endpoint < 0
 	}
-	return e.first.endpoint < 0
+	for prev, n := int32(none), e.next; n != none; prev, n = n, ix.overflow[n].next {
+		if ix.overflow[n].endpoint != endpoint {
+			continue
+		}
+		if prev == none {
+			e.next = ix.overflow[n].next
+		} else {
+			ix.overflow[prev].next = ix.overflow[n].next
+		}
+		ix.freeNodes = append(ix.freeNodes, n)
+		break
+	}
+	return false
 }
 
 type ringItem struct {
@@ -117,6 +142,8 @@ type Index struct {
 	blocks          map[uint64]int32 // hash -> slot in entries
 	entries         []entry
 	freeSlots       []int32
+	overflow        []overflowNode
+	freeNodes       []int32
 	lrus            []lru // by endpoint id
 	defaultCapacity int
 }
@@ -178,25 +205,36 @@ func (l *lru) ordered() []ringItem {
 }
 
 // Add records that endpoint now holds the prefix named by hashes (from Hash).
-func (ix *Index) Add(endpoint int32, hashes []uint64) {
+// slots, when not nil, are the entry slots Match found for the leading hashes,
+// which spares their map lookups.
+//
+// Blocks are touched last to first, so the leading blocks are the most recent
+// and the LRU evicts a prefix from its tail, as servers do: a prefix whose
+// head was evicted would be useless however much of its tail remained.
+func (ix *Index) Add(endpoint int32, hashes []uint64, slots []int32) {
 	if endpoint < 0 || len(hashes) == 0 {
 		return
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	l := ix.lruFor(endpoint)
-	for _, h := range hashes {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		h := hashes[i]
 		l.stamp++
-		slot, ok := ix.blocks[h]
-		if !ok {
-			slot = ix.newSlot()
+		slot := int32(none)
+		if i < len(slots) && slots[i] >= 0 && int(slots[i]) < len(ix.entries) && ix.entries[slots[i]].hash == h && ix.entries[slots[i]].first.endpoint >= 0 {
+			slot = slots[i]
+		} else if s, ok := ix.blocks[h]; ok {
+			slot = s
+		} else {
+			slot = ix.newSlot(h)
 			ix.blocks[h] = slot
 		}
 		e := &ix.entries[slot]
-		if hd := e.find(endpoint); hd != nil {
+		if hd := ix.find(e, endpoint); hd != nil {
 			hd.stamp = l.stamp
 		} else {
-			e.add(holder{endpoint: endpoint, stamp: l.stamp})
+			ix.addHolder(e, holder{endpoint: endpoint, stamp: l.stamp})
 		}
 		item := ringItem{hash: h, stamp: l.stamp}
 		if len(l.ring) < l.capacity {
@@ -217,32 +255,33 @@ func (ix *Index) evict(endpoint int32, old ringItem) {
 		return
 	}
 	e := &ix.entries[slot]
-	hd := e.find(endpoint)
+	hd := ix.find(e, endpoint)
 	if hd == nil || hd.stamp != old.stamp {
 		return
 	}
-	if e.remove(endpoint) {
+	if ix.removeHolder(e, endpoint) {
 		delete(ix.blocks, old.hash)
-		e.more = nil
 		ix.freeSlots = append(ix.freeSlots, slot)
 	}
 }
 
-func (ix *Index) newSlot() int32 {
+func (ix *Index) newSlot(h uint64) int32 {
+	e := entry{hash: h, first: holder{endpoint: -1}, next: none}
 	if n := len(ix.freeSlots); n > 0 {
 		s := ix.freeSlots[n-1]
 		ix.freeSlots = ix.freeSlots[:n-1]
-		ix.entries[s] = entry{first: holder{endpoint: -1}}
+		ix.entries[s] = e
 		return s
 	}
-	ix.entries = append(ix.entries, entry{first: holder{endpoint: -1}})
+	ix.entries = append(ix.entries, e)
 	return int32(len(ix.entries) - 1)
 }
 
 // Match writes into matched[id] how many leading blocks of hashes endpoint id
 // holds (ids beyond len(matched) are ignored) and returns the longest match.
-// matched must be zeroed by the caller.
-func (ix *Index) Match(hashes []uint64, matched []int32) int {
+// matched must be zeroed by the caller. The entry slot of each matched block is
+// appended to slots, for Add.
+func (ix *Index) Match(hashes []uint64, matched []int32, slots []int32) (int, []int32) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	best := 0
@@ -253,15 +292,16 @@ func (ix *Index) Match(hashes []uint64, matched []int32) int {
 		}
 		e := &ix.entries[slot]
 		advanced := advance(matched, e.first.endpoint, int32(i))
-		for _, hd := range e.more {
-			advanced = advance(matched, hd.endpoint, int32(i)) || advanced
+		for n := e.next; n != none; n = ix.overflow[n].next {
+			advanced = advance(matched, ix.overflow[n].endpoint, int32(i)) || advanced
 		}
 		if !advanced {
 			break
 		}
+		slots = append(slots, slot)
 		best = i + 1
 	}
-	return best
+	return best, slots
 }
 
 // advance extends endpoint's match from i to i+1 blocks when it matched all i
@@ -294,8 +334,8 @@ func (ix *Index) Reset() {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.blocks = make(map[uint64]int32)
-	ix.entries = nil
-	ix.freeSlots = nil
+	ix.entries, ix.freeSlots = nil, nil
+	ix.overflow, ix.freeNodes = nil, nil
 	for i := range ix.lrus {
 		ix.lrus[i].ring = nil
 		ix.lrus[i].head = 0

@@ -34,11 +34,11 @@ func TestHashChainsAndSeeds(t *testing.T) {
 func TestMatchLongestConsecutivePrefix(t *testing.T) {
 	ix := New(100)
 	a := Hash(nil, "m", prompt(640, "systemprompt-"), 64, 0) // 10 blocks
-	ix.Add(0, a[:6])
-	ix.Add(1, a[:3])
-	ix.Add(2, a[5:]) // holds later blocks only: no prefix
+	ix.Add(0, a[:6], nil)
+	ix.Add(1, a[:3], nil)
+	ix.Add(2, a[5:], nil) // holds later blocks only: no prefix
 	matched := make([]int32, 4)
-	best := ix.Match(a, matched)
+	best, _ := ix.Match(a, matched, nil)
 	if best != 6 || matched[0] != 6 || matched[1] != 3 || matched[2] != 0 || matched[3] != 0 {
 		t.Fatalf("best=%d matched=%v", best, matched)
 	}
@@ -49,20 +49,20 @@ func TestLRUEvictsOldestAndRefreshKeeps(t *testing.T) {
 	p1 := Hash(nil, "m", prompt(128, "one-"), 64, 0)
 	p2 := Hash(nil, "m", prompt(128, "two-"), 64, 0)
 	p3 := Hash(nil, "m", prompt(128, "three-"), 64, 0)
-	ix.Add(0, p1)
-	ix.Add(0, p2)
-	ix.Add(0, p1) // refresh p1: p2 is now the oldest
-	ix.Add(0, p3) // capacity 4 blocks: something must go
+	ix.Add(0, p1, nil)
+	ix.Add(0, p2, nil)
+	ix.Add(0, p1, nil) // refresh p1: p2 is now the oldest
+	ix.Add(0, p3, nil) // capacity 4 blocks: something must go
 	m := make([]int32, 1)
-	if ix.Match(p3, m); m[0] != 2 {
+	if ix.Match(p3, m, nil); m[0] != 2 {
 		t.Fatalf("newest prefix lost: %v", m)
 	}
 	m[0] = 0
-	if ix.Match(p1, m); m[0] != 2 {
+	if ix.Match(p1, m, nil); m[0] != 2 {
 		t.Fatalf("refreshed prefix evicted: %v", m)
 	}
 	m[0] = 0
-	if ix.Match(p2, m); m[0] != 0 {
+	if ix.Match(p2, m, nil); m[0] != 0 {
 		t.Fatalf("oldest prefix kept: %v", m)
 	}
 }
@@ -70,19 +70,19 @@ func TestLRUEvictsOldestAndRefreshKeeps(t *testing.T) {
 func TestRemoveEndpointAndCapacity(t *testing.T) {
 	ix := New(100)
 	p := Hash(nil, "m", prompt(64*8, "x-y-"), 64, 0)
-	ix.Add(0, p)
-	ix.Add(1, p)
+	ix.Add(0, p, nil)
+	ix.Add(1, p, nil)
 	ix.RemoveEndpoint(0)
 	m := make([]int32, 2)
-	ix.Match(p, m)
+	ix.Match(p, m, nil)
 	if m[0] != 0 || m[1] != 8 {
 		t.Fatalf("after removal: %v", m)
 	}
-	ix.SetCapacity(1, 3) // keeps the 3 most recent blocks: the prefix is broken
+	ix.SetCapacity(1, 3) // keeps the 3 most recent blocks: the leading ones
 	m = make([]int32, 2)
-	ix.Match(p, m)
-	if m[1] != 0 {
-		t.Fatalf("shrunk capacity should have evicted the oldest (leading) blocks, matched %v", m)
+	ix.Match(p, m, nil)
+	if m[1] != 3 {
+		t.Fatalf("shrinking should evict a prefix from its tail, matched %v", m)
 	}
 	if ix.Blocks() != 3 {
 		t.Fatalf("blocks = %d, want 3", ix.Blocks())
@@ -93,6 +93,29 @@ func TestRemoveEndpointAndCapacity(t *testing.T) {
 	}
 }
 
+func TestSlotsFromMatchSpareLookupsAndStayCorrect(t *testing.T) {
+	ix := New(100)
+	p := Hash(nil, "m", prompt(64*6, "abc-"), 64, 0)
+	ix.Add(0, p, nil)
+	m := make([]int32, 2)
+	_, slots := ix.Match(p, m, nil)
+	if len(slots) != 6 {
+		t.Fatalf("slots %v", slots)
+	}
+	ix.RemoveEndpoint(0) // slots now point at freed entries
+	q := Hash(nil, "m", prompt(64*6, "xyz-"), 64, 0)
+	ix.Add(0, q, nil) // reuses the freed entries for other hashes
+	ix.Add(1, p, slots)
+	m = make([]int32, 2)
+	if ix.Match(p, m, nil); m[1] != 6 || m[0] != 0 {
+		t.Fatalf("stale slots corrupted the index: %v", m)
+	}
+	m = make([]int32, 2)
+	if ix.Match(q, m, nil); m[0] != 6 || m[1] != 0 {
+		t.Fatalf("stale slots corrupted another prefix: %v", m)
+	}
+}
+
 func FuzzIndex(f *testing.F) {
 	f.Add([]byte("abcabcabcabc"), uint8(3), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, block, capacity uint8) {
@@ -100,10 +123,10 @@ func FuzzIndex(f *testing.F) {
 		ix := New(int(capacity%8) + 1)
 		h := Hash(nil, "m", string(data), bc, 0)
 		for ep := int32(0); ep < 3; ep++ {
-			ix.Add(ep, h[:len(h)*int(ep)/3])
+			ix.Add(ep, h[:len(h)*int(ep)/3], nil)
 		}
 		m := make([]int32, 3)
-		best := ix.Match(h, m)
+		best, _ := ix.Match(h, m, nil)
 		for ep, v := range m {
 			if int(v) > best || int(v) > len(h) {
 				t.Fatalf("endpoint %d matched %d > best %d / %d", ep, v, best, len(h))
@@ -127,7 +150,7 @@ func BenchmarkMemoryPerMillionBlocks(b *testing.B) {
 			for i := range hashes {
 				hashes[i] = uint64(n+i)*0x9E3779B97F4A7C15 + 1
 			}
-			ix.Add(int32((n/len(hashes))%8), hashes)
+			ix.Add(int32((n/len(hashes))%8), hashes, nil)
 		}
 		after := heapInUse()
 		b.ReportMetric(float64(after-before)/float64(ix.Blocks())*1e6/(1<<20), "MiB/Mblocks")

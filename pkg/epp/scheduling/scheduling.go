@@ -74,8 +74,8 @@ type WeightedScorer struct {
 // PrefixSettings tells a cycle how to cut and look up the prompt.
 type PrefixSettings struct {
 	Index *prefixindex.Index
-	// BlockTokens is the server's KV block size in tokens; the index cuts the
-	// prompt into blocks of BlockTokens*prefixindex.CharsPerToken characters.
+	// BlockTokens is the index's block size in tokens; the prompt is cut into
+	// blocks of BlockTokens*prefixindex.CharsPerToken characters.
 	BlockTokens int
 	// MaxBlocks bounds how much of a long prompt is hashed.
 	MaxBlocks int
@@ -97,6 +97,7 @@ type Cycle struct {
 	prefix      PrefixSettings
 	hashes      []uint64
 	matched     []int32
+	slots       []int32
 	prefixDone  bool
 	longestHeld int
 
@@ -119,6 +120,7 @@ func (c *Cycle) Reset(req *Request, now time.Time, prefix PrefixSettings) {
 	}
 	c.hashes = c.hashes[:0]
 	c.matched = c.matched[:0]
+	c.slots = c.slots[:0]
 	c.prefixDone = false
 	c.longestHeld = 0
 	c.cands = c.cands[:0]
@@ -171,7 +173,17 @@ func (c *Cycle) matchPrefix() {
 	}
 	c.matched = c.matched[:maxID]
 	clear(c.matched)
-	c.longestHeld = c.prefix.Index.Match(hashes, c.matched)
+	c.longestHeld, c.slots = c.prefix.Index.Match(hashes, c.matched, c.slots[:0])
+}
+
+// BlockTokens is the prefix block size in tokens.
+func (c *Cycle) BlockTokens() int { return c.prefix.BlockTokens }
+
+// RecordPick tells the prefix index that endpoint now holds the prompt.
+func (c *Cycle) RecordPick(endpoint int32) {
+	if c.prefix.Index != nil {
+		c.prefix.Index.Add(endpoint, c.PromptHashes(), c.slots)
+	}
 }
 
 // PrefixBlocks is the number of full prompt blocks considered for affinity.

@@ -110,14 +110,14 @@ func TestPrefixCacheScorerNeedsMinimumMatch(t *testing.T) {
 	long := strings.Repeat("system prompt ", 100) // many blocks
 	req := &scheduling.Request{Model: "m", Prompt: shared + long + "q"}
 	c := cycle(req, ix)
-	ix.Add(0, c.PromptHashes())
-	ix.Add(1, c.PromptHashes()[:1])
+	ix.Add(0, c.PromptHashes(), nil)
+	ix.Add(1, c.PromptHashes()[:1], nil)
 	s := scores(t, "prefix-cache", "", cycle(req, ix), views(datastore.Metrics{}, datastore.Metrics{}, datastore.Metrics{}))
 	if s[0] != 1 || s[1] != 0 || s[2] != 0 {
 		t.Fatalf("prefix scores %v (endpoint 1 holds only the first block)", s)
 	}
-	if s := scores(t, "prefix-cache", `{"minMatchBlocks": 1}`, cycle(req, ix), views(datastore.Metrics{}, datastore.Metrics{})); s[1] == 0 {
-		t.Fatal("minMatchBlocks 1 ignored a one-block match")
+	if s := scores(t, "prefix-cache", `{"minMatchTokens": 1}`, cycle(req, ix), views(datastore.Metrics{}, datastore.Metrics{})); s[1] == 0 {
+		t.Fatal("minMatchTokens 1 ignored a one-block match")
 	}
 }
 

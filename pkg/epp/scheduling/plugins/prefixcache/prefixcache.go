@@ -14,10 +14,10 @@ const Type = "prefix-cache"
 
 // Parameters of the prefix-cache scorer.
 type Parameters struct {
-	// MinMatchBlocks is the shortest match (in KV blocks) that counts. Shorter
-	// matches score 0: in some traces every request shares its first block, and
-	// honouring that would send all traffic to one endpoint. Default 8.
-	MinMatchBlocks int `json:"minMatchBlocks"`
+	// MinMatchTokens is the shortest match that counts. Shorter matches score
+	// 0: in some traces every request shares its first block, and honouring that
+	// would send all traffic to one endpoint. Default 128.
+	MinMatchTokens int `json:"minMatchTokens"`
 }
 
 // Scorer gives matched blocks / prompt blocks when the match is long enough.
@@ -28,14 +28,14 @@ type Scorer struct {
 
 // New is the registry factory.
 func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	p := Parameters{MinMatchBlocks: 8}
+	p := Parameters{MinMatchTokens: 128}
 	if err := params.Decode(&p); err != nil {
 		return nil, err
 	}
-	if p.MinMatchBlocks < 1 {
-		return nil, fmt.Errorf("minMatchBlocks must be at least 1, got %d", p.MinMatchBlocks)
+	if p.MinMatchTokens < 1 {
+		return nil, fmt.Errorf("minMatchTokens must be at least 1, got %d", p.MinMatchTokens)
 	}
-	return &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minMatch: p.MinMatchBlocks}, nil
+	return &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minMatch: p.MinMatchTokens}, nil
 }
 
 // Score implements scheduling.Scorer.
@@ -45,7 +45,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 		return
 	}
 	for i, v := range cands {
-		if m := c.MatchedBlocks(v); m >= s.minMatch {
+		if m := c.MatchedBlocks(v); m > 0 && m*c.BlockTokens() >= s.minMatch {
 			scores[i] = float64(m) / float64(total)
 		}
 	}
