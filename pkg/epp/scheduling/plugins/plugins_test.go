@@ -106,7 +106,7 @@ func TestLoRAAffinityScorer(t *testing.T) {
 
 func TestPrefixCacheScorerNeedsMinimumMatch(t *testing.T) {
 	ix := prefixindex.New(1000)
-	shared := strings.Repeat("s", 64)          // one block shared by every request
+	shared := strings.Repeat("s", 64)             // one block shared by every request
 	long := strings.Repeat("system prompt ", 100) // many blocks
 	req := &scheduling.Request{Model: "m", Prompt: shared + long + "q"}
 	c := cycle(req, ix)
