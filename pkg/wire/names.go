@@ -57,11 +57,15 @@ const (
 	VLLMNumPreemptions          = "vllm:num_preemptions_total"
 	VLLMPromptTokens            = "vllm:prompt_tokens_total"
 	VLLMGenerationTokens        = "vllm:generation_tokens_total"
+	VLLMRequestSuccess          = "vllm:request_success_total"
+	VLLMRequestQueueTime        = "vllm:request_queue_time_seconds"
 
 	// Labels of vllm:lora_requests_info.
 	VLLMLabelRunningLoRAAdapters = "running_lora_adapters"
 	VLLMLabelWaitingLoRAAdapters = "waiting_lora_adapters"
 	VLLMLabelMaxLoRA             = "max_lora"
+	// Label of vllm:request_success_total.
+	VLLMLabelFinishedReason = "finished_reason"
 	// Labels of vllm:cache_config_info.
 	VLLMLabelBlockSize    = "block_size"
 	VLLMLabelNumGPUBlocks = "num_gpu_blocks"
@@ -74,4 +78,34 @@ const (
 	SGLangTokenUsage       = "sglang:token_usage"
 	SGLangCacheHitRate     = "sglang:cache_hit_rate"
 	SGLangTimeToFirstToken = "sglang:time_to_first_token_seconds"
+)
+
+// TensorRT-LLM metric names, for both ways it is served. trtllm-serve's own
+// Prometheus endpoint (/prometheus/metrics) uses a "trtllm_" prefix and reports
+// queue, batch and KV utilisation (0..1) gauges, the names the Gateway API
+// Inference Extension's model-server protocol lists for it; the Triton
+// TensorRT-LLM backend reports nv_trt_llm_request_metrics by request_type and
+// nv_trt_llm_kv_cache_block_metrics by kv_cache_block_type (tensorrtllm_backend
+// issue 725 added the "waiting" and "fraction" series used here).
+const (
+	TRTLLMNumRequestsWaiting = "trtllm_num_requests_waiting"
+	TRTLLMNumRequestsRunning = "trtllm_num_requests_running"
+	TRTLLMKVCacheUtilization = "trtllm_kv_cache_utilization"
+	TRTLLMKVCacheHitRate     = "trtllm_kv_cache_hit_rate"
+	// TRTLLMMetricsPath is where trtllm-serve serves Prometheus text.
+	TRTLLMMetricsPath = "/prometheus/metrics"
+
+	TritonTRTLLMRequestMetrics      = "nv_trt_llm_request_metrics"
+	TritonTRTLLMKVCacheBlockMetrics = "nv_trt_llm_kv_cache_block_metrics"
+	// Label of nv_trt_llm_request_metrics and its values.
+	TritonLabelRequestType     = "request_type"
+	TritonRequestTypeActive    = "active"
+	TritonRequestTypeScheduled = "scheduled"
+	TritonRequestTypeWaiting   = "waiting"
+	// Label of nv_trt_llm_kv_cache_block_metrics and its values.
+	TritonLabelKVCacheBlockType = "kv_cache_block_type"
+	TritonKVCacheBlockMax       = "max"
+	TritonKVCacheBlockUsed      = "used"
+	TritonKVCacheBlockFraction  = "fraction"
+	TritonKVCacheBlockTokensPer = "tokens_per"
 )
