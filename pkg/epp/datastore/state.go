@@ -42,6 +42,9 @@ type Request struct {
 // FirstTokenAt is zero until the first token was observed.
 func (r *Request) FirstTokenAt() time.Time { return r.firstTokenAt }
 
+// LastTokenAt is when the latest output token was observed (zero before the first).
+func (r *Request) LastTokenAt() time.Time { return r.lastTokenAt }
+
 // Tokens is the number of output tokens observed so far.
 func (r *Request) Tokens() int { return r.tokens }
 

@@ -1,0 +1,175 @@
+package config
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+)
+
+const full = `
+plugins:
+- name: prefix
+  type: prefix-cache
+  parameters: {minMatchTokens: 256}
+- name: h100-only
+  type: label-selector-filter
+  parameters:
+    matchLabels: {gpu: h100}
+filters: [h100-only, saturation-filter]
+scorers:
+- {plugin: predicted-latency, weight: 1}
+- {plugin: prefix, weight: 0.5}
+- {plugin: queue, weight: 0}
+picker: weighted-random-picker
+fallbacks: 3
+prefix: {blockTokens: 64, maxBlocks: 128}
+latency: {chunkTokens: 2048, kvPressureThreshold: 0.8, kvPressureFactor: 2}
+admission: {queueDepth: 10, shedBelowPriority: 1}
+baseModels: [llama]
+`
+
+func TestBuildFull(t *testing.T) {
+	p, err := Load([]byte(full), plugins.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := p.Profile
+	if len(pr.Filters) != 2 || pr.Filters[0].Name() != "h100-only" || pr.Filters[1].Type() != "saturation-filter" {
+		t.Fatalf("filters %v", pr.Filters)
+	}
+	if len(pr.Scorers) != 3 || pr.Scorers[1].Scorer.Name() != "prefix" || pr.Scorers[1].Weight != 0.5 {
+		t.Fatalf("scorers %+v", pr.Scorers)
+	}
+	if pr.Picker.Type() != "weighted-random-picker" || pr.Fallbacks != 3 {
+		t.Fatalf("picker %s fallbacks %d", pr.Picker.Type(), pr.Fallbacks)
+	}
+	if p.BlockTokens != 64 || p.MaxPrefixBlocks != 128 || p.Latency.ChunkTokens != 2048 || p.Latency.KVPressureFactor != 2 {
+		t.Fatalf("pipeline %+v", p)
+	}
+	if !p.Admission.Enabled || p.Admission.QueueDepth != 10 || p.Admission.ShedBelowPriority != 1 || p.Admission.KVCacheUtilization != 0.8 {
+		t.Fatalf("admission %+v", p.Admission)
+	}
+	if len(p.BaseModels) != 1 {
+		t.Fatal("baseModels lost")
+	}
+}
+
+func TestDefaultBuilds(t *testing.T) {
+	p, err := Load([]byte(Default), plugins.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Profile.Scorers[0].Scorer.Type() != "predicted-latency" || p.Profile.Picker.Type() != "max-score-picker" || p.Profile.Fallbacks != DefaultFallbacks {
+		t.Fatalf("default %+v", p.Profile)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"empty":            "",
+		"unknown field":    "scorerz: []",
+		"no scorers":       "picker: max-score-picker",
+		"unknown plugin":   "scorers: [{plugin: nope, weight: 1}]",
+		"negative weight":  "scorers: [{plugin: queue, weight: -1}]",
+		"filter as scorer": "scorers: [{plugin: saturation-filter, weight: 1}]",
+		"scorer as picker": "scorers: [{plugin: queue, weight: 1}]\npicker: queue",
+		"scorer as filter": "filters: [queue]\nscorers: [{plugin: queue, weight: 1}]",
+		"duplicate name":   "plugins: [{type: queue}, {type: queue}]\nscorers: [{plugin: queue, weight: 1}]",
+		"bad parameter":    "plugins: [{type: prefix-cache, parameters: {minMatch: 3}}]\nscorers: [{plugin: prefix-cache, weight: 1}]",
+		"missing type":     "plugins: [{name: x}]\nscorers: [{plugin: x, weight: 1}]",
+		"fallbacks":        "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 99",
+		"kv threshold":     "scorers: [{plugin: queue, weight: 1}]\nlatency: {kvPressureThreshold: 2}",
+		"admission":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
+		"not yaml":         "scorers: [",
+		"wrong type":       "scorers: {plugin: queue}",
+		"negative block":   "scorers: [{plugin: queue, weight: 1}]\nprefix: {blockTokens: -1}",
+	} {
+		if _, err := Load([]byte(yaml), plugins.NewRegistry()); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestWatcherKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	// A ConfigMap volume: the file is a symlink through ..data, swapped atomically.
+	write := func(gen, content string) {
+		d := filepath.Join(dir, gen)
+		os.Mkdir(d, 0o755)
+		os.WriteFile(filepath.Join(d, "config.yaml"), []byte(content), 0o644)
+		tmp := filepath.Join(dir, "..data_tmp")
+		os.Remove(tmp)
+		if err := os.Symlink(gen, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("g1", "scorers: [{plugin: queue, weight: 1}]")
+	if err := os.Symlink(filepath.Join("..data", "config.yaml"), filepath.Join(dir, "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	var applied []*director.Pipeline
+	var failures int
+	var logs bytes.Buffer
+	w := &Watcher{Path: filepath.Join(dir, "config.yaml"), Registry: plugins.NewRegistry(),
+		Apply: func(p *director.Pipeline) { applied = append(applied, p) },
+		OnLoad: func(err error, _ time.Time) {
+			if err != nil {
+				failures++
+			}
+		},
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := w.Load(); err != nil || len(applied) != 1 || applied[0].Profile.Scorers[0].Scorer.Type() != "queue" {
+		t.Fatalf("initial load: %v %d", err, len(applied))
+	}
+	if err := w.Load(); err != nil || len(applied) != 1 {
+		t.Fatal("unchanged file re-applied")
+	}
+	write("g2", "scorers: [{plugin: queue, weight: -5}]")
+	if err := w.Load(); err == nil || len(applied) != 1 || failures != 1 {
+		t.Fatalf("invalid file applied (%d) or not reported (%d)", len(applied), failures)
+	}
+	st := w.Status()
+	if !st.Loaded || !strings.Contains(st.Error, "weight") || st.Digest == "" {
+		t.Fatalf("status after rejection %+v", st)
+	}
+	if !strings.Contains(logs.String(), "keeping the last good one") {
+		t.Fatalf("no log line: %s", logs.String())
+	}
+	write("g3", "scorers: [{plugin: running-requests, weight: 1}]")
+	if err := w.Load(); err != nil || len(applied) != 2 || applied[1].Profile.Scorers[0].Scorer.Type() != "running-requests" {
+		t.Fatalf("fixed file: %v %d", err, len(applied))
+	}
+	if st := w.Status(); st.Error != "" {
+		t.Fatalf("error kept after a good load: %+v", st)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(full))
+	f.Add([]byte(Default))
+	f.Add([]byte("plugins: [{type: lora-affinity, parameters: {resident: 2}}]\nscorers: [{plugin: lora-affinity, weight: 1}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Load(data, plugins.NewRegistry())
+		if err != nil {
+			return
+		}
+		if p.Profile == nil || p.Profile.Picker == nil || len(p.Profile.Scorers) == 0 || p.Profile.Fallbacks < 0 {
+			t.Fatalf("accepted an unusable pipeline: %+v", p.Profile)
+		}
+		for _, s := range p.Profile.Scorers {
+			if !(s.Weight >= 0) {
+				t.Fatalf("weight %v", s.Weight)
+			}
+		}
+	})
+}

@@ -1,0 +1,398 @@
+// Package server is the picker's Envoy ext_proc server (request and response
+// bodies in FULL_DUPLEX_STREAMED mode) and its gRPC health service.
+//
+// Request path: headers are held until the body's end_of_stream, the body is
+// parsed and scheduled, then one headers reply carries the destination header
+// (primary then fallbacks), the envoy.lb dynamic metadata and clear_route_cache,
+// and the body chunks are returned unchanged as streamed body replies. No
+// eligible endpoint is an ImmediateResponse 503, shedding a 429 with
+// Retry-After, both with OpenAI-style JSON.
+//
+// Response path: chunks pass through unchanged while their server-sent events
+// are timed (first token, inter-token) and the usage read; that feeds the
+// chosen endpoint's learned speed and the metrics.
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/metrics"
+	"github.com/igw-dev/igw/pkg/epp/requestbody"
+	"github.com/igw-dev/igw/pkg/epp/responsestream"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// DefaultMaxBodyBytes bounds a buffered request body.
+const DefaultMaxBodyBytes = 64 << 20
+
+// ExtProc implements the ext_proc service over a director.
+type ExtProc struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	Director *director.Director
+	Metrics  *metrics.Metrics // optional
+	Log      *slog.Logger     // optional
+	// Now is the wall clock (time.Now when nil).
+	Now func() time.Time
+	// MaxBodyBytes bounds the buffered request body (DefaultMaxBodyBytes when 0).
+	MaxBodyBytes int64
+}
+
+func (s *ExtProc) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *ExtProc) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// exchange is one HTTP request's state across its ext_proc stream.
+type exchange struct {
+	headers map[string]string
+	subset  []string
+	chunks  [][]byte
+	size    int64
+	debug   bool
+	stream  bool
+	// headersOnly: the request ended with its headers, so it has no body phase.
+	headersOnly bool
+	result      *director.Result
+	meter       responsestream.Meter
+	status      int
+	done        bool
+}
+
+// Process handles one HTTP request's ext_proc stream.
+func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	x := &exchange{}
+	defer s.finish(x, false)
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var replies []*extprocv3.ProcessingResponse
+		switch r := req.Request.(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			x.headers = headerMap(r.RequestHeaders.GetHeaders())
+			x.subset = subsetHint(req.GetMetadataContext())
+			x.debug = x.headers[wire.HeaderDebug] == "1"
+			if r.RequestHeaders.GetEndOfStream() {
+				x.headersOnly = true
+				replies = s.route(srv, x)
+			}
+		case *extprocv3.ProcessingRequest_RequestBody:
+			body := r.RequestBody
+			x.size += int64(len(body.GetBody()))
+			if limit := s.maxBody(); x.size > limit {
+				return s.send(srv, immediate(apierror.TooLarge(limit)), x)
+			}
+			if len(body.GetBody()) > 0 {
+				x.chunks = append(x.chunks, body.GetBody())
+			}
+			if body.GetEndOfStream() {
+				replies = s.route(srv, x)
+			}
+		case *extprocv3.ProcessingRequest_RequestTrailers:
+			replies = []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+				RequestTrailers: &extprocv3.TrailersResponse{}}}}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			replies = []*extprocv3.ProcessingResponse{s.responseBody(x, r.ResponseBody)}
+		case *extprocv3.ProcessingRequest_ResponseTrailers:
+			s.finish(x, true)
+			replies = []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+				ResponseTrailers: &extprocv3.TrailersResponse{}}}}
+		default:
+			return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
+		}
+		for _, reply := range replies {
+			if err := srv.Send(reply); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *ExtProc) maxBody() int64 {
+	if s.MaxBodyBytes > 0 {
+		return s.MaxBodyBytes
+	}
+	return DefaultMaxBodyBytes
+}
+
+func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *extprocv3.ProcessingResponse, x *exchange) error {
+	if ir := reply.GetImmediateResponse(); ir != nil && s.Metrics != nil {
+		s.Metrics.Responses.WithLabelValues(metrics.Code(int(ir.GetStatus().GetCode()))).Inc()
+	}
+	x.done = true
+	return srv.Send(reply)
+}
+
+// route schedules the buffered request and returns the replies for the
+// request path: headers (+ metadata) then the body, or an immediate response.
+func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchange) []*extprocv3.ProcessingResponse {
+	received := s.now()
+	body := join(x.chunks, x.size)
+	req := &scheduling.Request{Headers: x.headers, Subset: x.subset}
+	if len(body) > 0 {
+		parsed, perr := requestbody.Parse(body)
+		if perr != nil {
+			return s.reject(x, perr, "bad-request")
+		}
+		req.Model, req.Adapter = s.Director.ResolveModel(parsed.Model, x.headers[wire.HeaderBaseModelName])
+		req.Prompt = parsed.Prompt
+		x.stream = parsed.Stream
+	}
+	if p := x.headers[wire.HeaderPriority]; p != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+			req.Priority = n
+		}
+	}
+	start := s.now()
+	res, err := s.Director.Schedule(srv.Context(), req, x.debug, start)
+	if s.Metrics != nil {
+		s.Metrics.SchedulingDuration.Observe(s.now().Sub(start).Seconds())
+		s.Metrics.Decisions.WithLabelValues(res.Reason).Inc()
+	}
+	if err != nil {
+		return s.reject(x, err, res.Reason)
+	}
+	x.result = res
+	x.meter = responsestream.Meter{Streaming: x.stream}
+	if s.Metrics != nil {
+		s.Metrics.Picks.WithLabelValues(res.Primary).Inc()
+	}
+	dest := res.Primary
+	if len(res.Fallbacks) > 0 {
+		dest += "," + strings.Join(res.Fallbacks, ",")
+	}
+	set := []*corev3.HeaderValueOption{header(wire.HeaderDestinationEndpoint, dest)}
+	meta, _ := structpb.NewStruct(map[string]any{
+		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
+	})
+	replies := make([]*extprocv3.ProcessingResponse, 0, 1+max(1, len(x.chunks)))
+	replies = append(replies, &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
+			Response: &extprocv3.CommonResponse{
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+				ClearRouteCache: true,
+			}}},
+		DynamicMetadata: meta,
+	})
+	if !x.headersOnly {
+		replies = append(replies, bodyReplies(x.chunks, true)...)
+	}
+	x.chunks = nil
+	if s.Metrics != nil {
+		s.Metrics.RequestPathLatency.Observe(s.now().Sub(received).Seconds())
+	}
+	return replies
+}
+
+func (s *ExtProc) reject(x *exchange, e *apierror.Error, reason string) []*extprocv3.ProcessingResponse {
+	s.log().Info("request not routed", "status", e.Status, "reason", reason, "message", e.Message)
+	if s.Metrics != nil {
+		s.Metrics.Responses.WithLabelValues(metrics.Code(e.Status)).Inc()
+	}
+	x.done = true
+	return []*extprocv3.ProcessingResponse{immediate(e)}
+}
+
+func immediate(e *apierror.Error) *extprocv3.ProcessingResponse {
+	set := []*corev3.HeaderValueOption{header(wire.HeaderContentType, "application/json")}
+	if e.RetryAfterSeconds > 0 {
+		set = append(set, header(wire.HeaderRetryAfter, strconv.Itoa(e.RetryAfterSeconds)))
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: set},
+			Body:    e.JSON(),
+			Details: "igw_epp_" + e.Code,
+		}}}
+}
+
+// bodyReplies returns chunks as streamed body replies, the last with
+// end_of_stream; an empty body is one empty final chunk.
+func bodyReplies(chunks [][]byte, request bool) []*extprocv3.ProcessingResponse {
+	if len(chunks) == 0 {
+		chunks = [][]byte{nil}
+	}
+	out := make([]*extprocv3.ProcessingResponse, len(chunks))
+	for i, c := range chunks {
+		out[i] = bodyReply(c, i == len(chunks)-1, request)
+	}
+	return out
+}
+
+func bodyReply(chunk []byte, eos, request bool) *extprocv3.ProcessingResponse {
+	br := &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
+			Body: chunk, EndOfStream: eos}}}}}
+	if request {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
+}
+
+func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	hm := headerMap(h.GetHeaders())
+	x.status, _ = strconv.Atoi(hm[wire.HeaderStatus])
+	var set []*corev3.HeaderValueOption
+	if x.debug && x.result != nil && x.result.Breakdown != nil {
+		set = append(set, header(wire.HeaderScoreBreakdown, x.result.Breakdown.String()))
+	}
+	if h.GetEndOfStream() {
+		s.finish(x, true)
+	}
+	cr := &extprocv3.CommonResponse{}
+	if len(set) > 0 {
+		cr.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}}
+}
+
+func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if x.result != nil && !x.done && x.status < 400 {
+		if events := x.meter.Feed(b.GetBody()); events > 0 {
+			now := s.now()
+			res := x.result
+			if res.Request.FirstTokenAt().IsZero() {
+				s.Director.ObserveFirstToken(res, now)
+				if s.Metrics != nil {
+					s.Metrics.TTFT.WithLabelValues(res.Primary).Observe(now.Sub(res.Request.PickedAt).Seconds())
+				}
+				events--
+			}
+			if events > 0 {
+				last := res.Request.LastTokenAt()
+				s.Director.ObserveTokens(res, events, now)
+				if s.Metrics != nil {
+					s.Metrics.InterToken.WithLabelValues(res.Primary).Observe(now.Sub(last).Seconds() / float64(events))
+				}
+			}
+		}
+	}
+	if b.GetEndOfStream() {
+		s.finish(x, true)
+	}
+	return bodyReply(b.GetBody(), b.GetEndOfStream(), false)
+}
+
+// finish ends the pick's accounting once: complete is false when the stream
+// broke before the response ended.
+func (s *ExtProc) finish(x *exchange, complete bool) {
+	if x.result == nil || x.done {
+		return
+	}
+	x.done = true
+	res := x.result
+	usage, ok := x.meter.Finish()
+	out := 0
+	if ok && complete && x.status < 400 {
+		out = usage.CompletionTokens
+	}
+	s.Director.ObserveCompletion(res, out, s.now())
+	if s.Metrics == nil {
+		return
+	}
+	code := "aborted"
+	if complete {
+		code = metrics.Code(x.status)
+	}
+	s.Metrics.Responses.WithLabelValues(code).Inc()
+	if ok {
+		s.Metrics.Tokens.WithLabelValues("prompt").Add(float64(usage.PromptTokens))
+		s.Metrics.Tokens.WithLabelValues("completion").Add(float64(usage.CompletionTokens))
+		s.Metrics.Tokens.WithLabelValues("cached").Add(float64(usage.CachedTokens))
+	}
+	sp := res.Endpoint.Speed()
+	s.Metrics.PrefillRate.WithLabelValues(res.Primary).Set(sp.PrefillTokensPerSecond)
+	s.Metrics.DecodeStep.WithLabelValues(res.Primary).Set(sp.DecodeStepSeconds)
+}
+
+func header(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+}
+
+func headerMap(h *corev3.HeaderMap) map[string]string {
+	out := make(map[string]string, len(h.GetHeaders()))
+	for _, hv := range h.GetHeaders() {
+		v := string(hv.GetRawValue())
+		if v == "" {
+			v = hv.GetValue()
+		}
+		out[strings.ToLower(hv.GetKey())] = v
+	}
+	return out
+}
+
+// subsetHint reads the endpoints the proxy allows, given as a list of
+// "ip:port" strings or one comma-separated string; nil when absent.
+func subsetHint(md *corev3.Metadata) []string {
+	ns := md.GetFilterMetadata()[wire.MetadataNamespaceSubsetHint]
+	if ns == nil {
+		return nil
+	}
+	v, ok := ns.GetFields()[wire.MetadataKeyDestinationSubset]
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	add := func(s string) {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		add(k.StringValue)
+	case *structpb.Value_ListValue:
+		for _, e := range k.ListValue.GetValues() {
+			add(e.GetStringValue())
+		}
+	}
+	return out
+}
+
+// join returns the body as one slice without copying a single chunk.
+func join(chunks [][]byte, size int64) []byte {
+	switch len(chunks) {
+	case 0:
+		return nil
+	case 1:
+		return chunks[0]
+	}
+	return bytes.Join(chunks, nil)[:size]
+}
