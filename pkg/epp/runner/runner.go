@@ -1,0 +1,284 @@
+// Package runner wires the endpoint picker's parts into one process: endpoint
+// source, telemetry scraper, configuration watcher, director, ext_proc and
+// health gRPC servers, and the HTTP metrics server. cmd/epp is a thin main over
+// it; an in-process gateway uses New and the Director directly.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/metrics"
+	"github.com/igw-dev/igw/pkg/epp/options"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+	"github.com/igw-dev/igw/pkg/epp/server"
+	"github.com/igw-dev/igw/pkg/epp/source"
+	"github.com/igw-dev/igw/pkg/epp/telemetry"
+)
+
+// ServiceName is the grpc.health.v1 service name the picker reports (the
+// empty name reports the same status).
+const ServiceName = "envoy.service.ext_proc.v3.ExternalProcessor"
+
+// Runner is a configured picker, not yet serving.
+type Runner struct {
+	Options  *options.Options
+	Log      *slog.Logger
+	Store    *datastore.Store
+	Director *director.Director
+	Metrics  *metrics.Metrics
+	ExtProc  *server.ExtProc
+	Watcher  *config.Watcher // nil without --config
+
+	sourceReady func() bool
+	runSource   func(context.Context) error
+	health      *health.Server
+
+	mu    sync.Mutex
+	addrs map[string]string
+}
+
+// New builds a runner from completed, validated options; it loads the
+// configuration and (for a file source) the endpoints once, so a broken file
+// fails at start-up.
+func New(o *options.Options, log *slog.Logger) (*Runner, error) {
+	r := &Runner{Options: o, Log: log, Metrics: metrics.New(), health: health.NewServer(), addrs: map[string]string{}}
+	r.Store = datastore.NewStore(datastore.DefaultPriors)
+	r.Director = director.New(r.Store, director.Options{Staleness: o.MetricsStaleness,
+		StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
+	reg := plugins.NewRegistry()
+	if o.ConfigFile == "" {
+		p, err := config.Load([]byte(config.Default), reg)
+		if err != nil {
+			return nil, fmt.Errorf("built-in configuration: %w", err)
+		}
+		r.Director.SetPipeline(p)
+		r.Metrics.ConfigValid.Set(1)
+		r.Metrics.ConfigLastReload.Set(float64(time.Now().Unix()))
+	} else {
+		r.Watcher = &config.Watcher{Path: o.ConfigFile, Interval: o.ConfigPollInterval, Registry: reg,
+			Apply: r.Director.SetPipeline, Log: log,
+			OnLoad: func(err error, at time.Time) {
+				if err != nil {
+					r.Metrics.ConfigReloads.WithLabelValues("failure").Inc()
+					r.Metrics.ConfigValid.Set(0)
+					return
+				}
+				r.Metrics.ConfigReloads.WithLabelValues("success").Inc()
+				r.Metrics.ConfigValid.Set(1)
+				r.Metrics.ConfigLastReload.Set(float64(at.Unix()))
+			}}
+		if err := r.Watcher.Load(); err != nil {
+			return nil, err
+		}
+	}
+	if o.EndpointsFile != "" {
+		f := &source.File{Path: o.EndpointsFile, Interval: o.ConfigPollInterval, Store: r.Store, Log: log}
+		if err := f.Load(); err != nil {
+			return nil, err
+		}
+		r.sourceReady = func() bool { return true }
+		r.runSource = func(ctx context.Context) error { f.Run(ctx); return nil }
+	} else {
+		cfg, err := kubeConfig(o.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		k := &source.Kube{Config: cfg, Namespace: o.PoolNamespace, PoolName: o.PoolName, Store: r.Store, Log: log}
+		r.sourceReady = k.Synced
+		r.runSource = k.Run
+	}
+	r.ExtProc = &server.ExtProc{Director: r.Director, Metrics: r.Metrics, Log: log, MaxBodyBytes: o.MaxBodyBytes}
+	return r, nil
+}
+
+func kubeConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+// Addr returns the address a server listens on once Run started it:
+// "grpc", "health" or "metrics".
+func (r *Runner) Addr(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addrs[name]
+}
+
+// Ready reports whether the picker can route: a configuration is in effect
+// and the endpoint source has delivered its first view.
+func (r *Runner) Ready() (bool, map[string]any) {
+	detail := map[string]any{"endpoints": r.Store.Len(), "sourceSynced": r.sourceReady()}
+	ok := r.sourceReady() && r.Director.Pipeline() != nil
+	if r.Watcher != nil {
+		st := r.Watcher.Status()
+		detail["config"] = st
+		ok = ok && st.Loaded
+	}
+	return ok, detail
+}
+
+func (r *Runner) listen(name string, port int) (net.Listener, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(r.Options.BindAddress, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("listen for %s: %w", name, err)
+	}
+	r.mu.Lock()
+	r.addrs[name] = l.Addr().String()
+	r.mu.Unlock()
+	return l, nil
+}
+
+// Run serves until ctx ends or a server fails. ready, when not nil, is closed
+// once every listener is open.
+func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	grpcL, err := r.listen("grpc", r.Options.GRPCPort)
+	if err != nil {
+		return err
+	}
+	healthL, err := r.listen("health", r.Options.HealthPort)
+	if err != nil {
+		grpcL.Close()
+		return err
+	}
+	metricsL, err := r.listen("metrics", r.Options.MetricsPort)
+	if err != nil {
+		grpcL.Close()
+		healthL.Close()
+		return err
+	}
+	extSrv := grpc.NewServer(grpc.MaxRecvMsgSize(int(r.Options.MaxBodyBytes)+(1<<20)), grpc.MaxSendMsgSize(int(r.Options.MaxBodyBytes)+(1<<20)))
+	extprocv3.RegisterExternalProcessorServer(extSrv, r.ExtProc)
+	healthSrv := grpc.NewServer()
+	healthpb.RegisterHealthServer(healthSrv, r.health)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", r.Metrics.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, detail := r.Ready()
+		w.Header().Set("Content-Type", "application/json")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "detail": detail})
+	})
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	scraper := &telemetry.Scraper{Store: r.Store, Sink: r.Director, Interval: r.Options.ScrapeInterval,
+		Timeout: r.Options.ScrapeTimeout, Path: r.Options.MetricsPath, Log: r.Log,
+		Observe: func(_ string, err error, took time.Duration) {
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			r.Metrics.Scrapes.WithLabelValues(result).Inc()
+			r.Metrics.ScrapeDuration.Observe(took.Seconds())
+		}}
+
+	errc := make(chan error, 8)
+	var wg sync.WaitGroup
+	start := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	start("ext_proc server", func() error { return extSrv.Serve(grpcL) })
+	start("health server", func() error { return healthSrv.Serve(healthL) })
+	start("metrics server", func() error { return httpSrv.Serve(metricsL) })
+	start("endpoint source", func() error { return r.runSource(ctx) })
+	start("scraper", func() error { return scraper.Run(ctx) })
+	if r.Watcher != nil {
+		start("config watcher", func() error { r.Watcher.Run(ctx); return nil })
+	}
+	start("readiness", func() error { r.reportHealth(ctx); return nil })
+	if ready != nil {
+		close(ready)
+	}
+	r.Log.Info("endpoint picker serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"), "metrics", r.Addr("metrics"))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	cancel()
+	r.health.Shutdown()
+	// Let in-flight streams finish their current message, then stop.
+	stopped := make(chan struct{})
+	go func() { extSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		extSrv.Stop()
+	}
+	healthSrv.Stop()
+	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+	_ = httpSrv.Shutdown(sctx)
+	scancel()
+	wg.Wait()
+	return runErr
+}
+
+// reportHealth keeps the gRPC health status and the endpoint gauge current.
+func (r *Runner) reportHealth(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	known := map[string]bool{}
+	var buf []*datastore.EndpointState
+	for {
+		ok, _ := r.Ready()
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if ok {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		r.health.SetServingStatus("", st)
+		r.health.SetServingStatus(ServiceName, st)
+		buf = r.Store.Endpoints(buf[:0])
+		r.Metrics.Endpoints.Set(float64(len(buf)))
+		live := make(map[string]bool, len(buf))
+		for _, e := range buf {
+			live[e.Key()] = true
+		}
+		for k := range known {
+			if !live[k] {
+				r.Metrics.ForgetEndpoint(k)
+			}
+		}
+		known = live
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
