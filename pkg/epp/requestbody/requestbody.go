@@ -3,8 +3,8 @@
 // the response streams, and the prompt text flattened into one string whose
 // prefix is stable across turns of a conversation, for prefix affinity.
 //
-// It scans the JSON without decoding it into structures (gjson), so a 4 MiB
-// prompt costs one validation pass and one copy of the text.
+// It scans the JSON once without decoding it into structures (gjson), so a
+// 4 MiB prompt costs one pass and one copy of the text.
 package requestbody
 
 import (
@@ -32,47 +32,71 @@ func Parse(body []byte) (Request, *apierror.Error) {
 	if len(body) == 0 {
 		return Request{}, apierror.BadRequest("missing_body", "The request has no body; send an OpenAI JSON request.")
 	}
-	if !gjson.ValidBytes(body) {
-		return Request{}, apierror.BadRequest("invalid_json", "The request body is not valid JSON.")
-	}
+	// No full validation pass: it would cost as much as the parse on a long
+	// prompt, the body-based router in front already rejects malformed JSON,
+	// and the model server is the authority on the rest. What cannot be read
+	// as an object naming a model is still refused here.
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
 		return Request{}, apierror.BadRequest("invalid_json", "The request body must be a JSON object.")
 	}
+	// One pass over the top-level keys: a Get per field would rescan a
+	// multi-megabyte prompt for every absent key.
+	var model, stream, messages, input, instructions, prompt gjson.Result
+	maxTokens := map[string]gjson.Result{}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "stream":
+			stream = v
+		case "messages":
+			messages = v
+		case "input":
+			input = v
+		case "instructions":
+			instructions = v
+		case "prompt":
+			prompt = v
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			maxTokens[k.Str] = v
+		}
+		return true
+	})
 	var r Request
-	fields := root
-	model := fields.Get("model")
 	if model.Type != gjson.String || model.Str == "" {
 		e := apierror.BadRequest("missing_model", "The request body must name a model in the `model` field.")
 		e.Param = "model"
 		return Request{}, e
 	}
 	r.Model = model.Str
-	r.Stream = fields.Get("stream").Type == gjson.True
+	r.Stream = stream.Type == gjson.True
 	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-		if v := fields.Get(k); v.Type == gjson.Number && v.Num > 0 && v.Num < 1e9 {
+		if v := maxTokens[k]; v.Type == gjson.Number && v.Num > 0 && v.Num < 1e9 {
 			r.MaxTokens = int(v.Num)
 			break
 		}
 	}
 	var sb strings.Builder
 	sb.Grow(len(body))
-	if msgs := fields.Get("messages"); msgs.IsArray() {
-		writeMessages(&sb, msgs)
-	} else if in := fields.Get("input"); in.Exists() {
+	switch {
+	case messages.IsArray():
+		writeMessages(&sb, messages)
+	case input.Exists():
 		// Responses API: a string, or a list of messages / content items;
 		// embeddings: a string or a list of strings.
-		if in.IsArray() && in.Get("0").IsObject() {
-			writeMessages(&sb, in)
+		if instructions.Type == gjson.String {
+			sb.WriteString("system\n")
+			sb.WriteString(instructions.Str)
+			sb.WriteByte('\n')
+		}
+		if input.IsArray() && input.Get("0").IsObject() {
+			writeMessages(&sb, input)
 		} else {
-			writeStrings(&sb, in)
+			writeStrings(&sb, input)
 		}
-		if instr := fields.Get("instructions"); instr.Type == gjson.String {
-			r.Prompt = "system\n" + instr.Str + "\n" + sb.String()
-			return r, nil
-		}
-	} else {
-		writeStrings(&sb, fields.Get("prompt"))
+	default:
+		writeStrings(&sb, prompt)
 	}
 	r.Prompt = sb.String()
 	return r, nil
@@ -80,9 +104,19 @@ func Parse(body []byte) (Request, *apierror.Error) {
 
 func writeMessages(sb *strings.Builder, msgs gjson.Result) {
 	msgs.ForEach(func(_, m gjson.Result) bool {
-		sb.WriteString(m.Get("role").String())
+		var role, content gjson.Result
+		m.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "role":
+				role = v
+			case "content":
+				content = v
+			}
+			return true
+		})
+		sb.WriteString(role.String())
 		sb.WriteByte('\n')
-		writeContent(sb, m.Get("content"))
+		writeContent(sb, content)
 		sb.WriteByte('\n')
 		return true
 	})

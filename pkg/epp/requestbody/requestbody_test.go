@@ -44,7 +44,7 @@ func TestConversationPrefixIsStable(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for name, body := range map[string]string{
-		"empty": "", "not json": "{model:", "array": `[1]`, "no model": `{"prompt":"x"}`,
+		"empty": "", "not json": "{model:", "truncated": `{"messages":`, "array": `[1]`, "no model": `{"prompt":"x"}`,
 		"model not string": `{"model":3}`, "empty model": `{"model":""}`,
 	} {
 		_, err := Parse([]byte(body))
@@ -66,10 +66,12 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		// Whatever parses must be valid JSON naming a model.
-		var v map[string]any
-		if json.Unmarshal(body, &v) != nil {
-			t.Fatalf("accepted invalid JSON %q", body)
+		// Valid JSON must agree with encoding/json on the model.
+		var v struct {
+			Model string `json:"model"`
+		}
+		if json.Unmarshal(body, &v) == nil && v.Model != r.Model {
+			t.Fatalf("model %q, encoding/json says %q", r.Model, v.Model)
 		}
 		if r.Model == "" || r.MaxTokens < 0 {
 			t.Fatalf("accepted %+v", r)

@@ -1,0 +1,332 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/metrics"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+	"github.com/igw-dev/igw/pkg/epp/server"
+	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+type fixture struct {
+	d      *director.Director
+	keys   []string
+	client *extproctest.Client
+}
+
+func start(t testing.TB, n int, cfg string) *fixture {
+	t.Helper()
+	store := datastore.NewStore(datastore.DefaultPriors)
+	var eps []datastore.Endpoint
+	for i := range n {
+		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.1.0.%d", i+1), Port: 8000})
+	}
+	store.SetEndpoints(eps)
+	d := director.New(store, director.Options{})
+	p, err := config.Load([]byte(cfg), plugins.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetPipeline(p)
+	f := &fixture{d: d}
+	for _, st := range store.Endpoints(nil) {
+		f.keys = append(f.keys, st.Key())
+	}
+	now := time.Now()
+	for i, k := range f.keys {
+		d.UpdateMetrics(k, datastore.Metrics{Waiting: i, SampledAt: now}, now)
+	}
+	f.client = extproctest.Start(t, &server.ExtProc{Director: d, Metrics: metrics.New()}, extproctest.Config{})
+	return f
+}
+
+func chatBody(size int) []byte {
+	text := strings.Repeat("lorem ipsum ", size/12+1)
+	b, _ := json.Marshal(map[string]any{"model": "llama", "stream": true,
+		"messages": []map[string]string{{"role": "user", "content": text}}})
+	return b
+}
+
+func TestDestinationHeaderMetadataAndFallbacks(t *testing.T) {
+	f := start(t, 4, "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 2")
+	res, err := f.client.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", chatBody(1024)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(f.keys[:3], ",") // queues 0 < 1 < 2 < 3
+	if got := res.RequestHeaders.Get(wire.HeaderDestinationEndpoint); got != want {
+		t.Fatalf("header %q, want %q", got, want)
+	}
+	if got := res.DynamicMetadata[wire.MetadataNamespaceLB][wire.MetadataKeyDestinationEndpoint]; got != want {
+		t.Fatalf("metadata %v, want %q", res.DynamicMetadata, want)
+	}
+	if !res.RouteCacheCleared {
+		t.Fatal("route cache not cleared")
+	}
+	if len(res.Ignored) > 0 {
+		t.Fatalf("Envoy would ignore: %v", res.Ignored)
+	}
+}
+
+func subset(keys ...string) *corev3.Metadata {
+	vals := make([]any, len(keys))
+	for i, k := range keys {
+		vals[i] = k
+	}
+	s, _ := structpb.NewStruct(map[string]any{wire.MetadataKeyDestinationSubset: vals})
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{wire.MetadataNamespaceSubsetHint: s}}
+}
+
+func TestSubsetHint(t *testing.T) {
+	f := start(t, 4, "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 2")
+	req := extproctest.PostJSON("/v1/chat/completions", chatBody(100))
+	req.MetadataContext = subset(f.keys[2], f.keys[3])
+	res, err := f.client.Process(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.RequestHeaders.Get(wire.HeaderDestinationEndpoint); got != f.keys[2]+","+f.keys[3] {
+		t.Fatalf("subset ignored: %q", got)
+	}
+	req.MetadataContext = subset("192.0.2.9:1")
+	res, err = f.client.Process(context.Background(), req)
+	if err != nil || res.ImmediateResponse == nil || res.ImmediateResponse.Status != 503 {
+		t.Fatalf("unknown subset: %v %+v", err, res.ImmediateResponse)
+	}
+}
+
+func TestNoEndpoints503(t *testing.T) {
+	f := start(t, 0, config.Default)
+	res, err := f.client.Process(context.Background(), extproctest.PostJSON("/v1/completions", []byte(`{"model":"m","prompt":"x"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := res.ImmediateResponse
+	if ir == nil || ir.Status != 503 || ir.Headers.Get(wire.HeaderContentType) != "application/json" {
+		t.Fatalf("immediate %+v", ir)
+	}
+	var body struct {
+		Error struct{ Message, Type, Code string }
+	}
+	if json.Unmarshal(ir.Body, &body) != nil || body.Error.Code != "no_healthy_upstream" || body.Error.Message == "" {
+		t.Fatalf("body %s", ir.Body)
+	}
+}
+
+func TestShed429WithRetryAfter(t *testing.T) {
+	f := start(t, 2, config.Default)
+	now := time.Now()
+	for _, k := range f.keys {
+		f.d.UpdateMetrics(k, datastore.Metrics{Waiting: 50, SampledAt: now}, now)
+	}
+	req := extproctest.PostJSON("/v1/chat/completions", chatBody(4000))
+	req.Headers = append(req.Headers, extproctest.Header{Key: wire.HeaderPriority, Value: "-1"})
+	res, err := f.client.Process(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := res.ImmediateResponse
+	if ir == nil || ir.Status != 429 || ir.Headers.Get(wire.HeaderRetryAfter) == "" || !bytes.Contains(ir.Body, []byte("fleet_saturated")) {
+		t.Fatalf("immediate %+v", ir)
+	}
+	// The same request at default priority is still routed.
+	req.Headers = req.Headers[:len(req.Headers)-1]
+	if res, err := f.client.Process(context.Background(), req); err != nil || res.ImmediateResponse != nil {
+		t.Fatalf("priority 0 shed: %v %+v", err, res.ImmediateResponse)
+	}
+}
+
+func TestBodyRoundTripsUnchanged(t *testing.T) {
+	f := start(t, 3, config.Default)
+	for _, size := range []int{1 << 10, 4 << 20} {
+		body := chatBody(size)
+		res, err := f.client.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", body))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		if !bytes.Equal(res.RequestBody, body) {
+			t.Fatalf("%d-byte body changed: got %d bytes", size, len(res.RequestBody))
+		}
+		if res.RequestHeaders.Get(wire.HeaderDestinationEndpoint) == "" {
+			t.Fatalf("%d bytes: no destination", size)
+		}
+	}
+}
+
+func TestBadBody400(t *testing.T) {
+	f := start(t, 1, config.Default)
+	res, err := f.client.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", []byte(`{"messages":`)))
+	if err != nil || res.ImmediateResponse == nil || res.ImmediateResponse.Status != 400 {
+		t.Fatalf("%v %+v", err, res.ImmediateResponse)
+	}
+}
+
+func TestResponseChunksPassThroughAndFeedLearning(t *testing.T) {
+	f := start(t, 1, config.Default)
+	chunks := [][]byte{
+		[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"),
+		[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: {\"choi"),
+		[]byte("ces\":[{\"delta\":{\"content\":\"c\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"),
+	}
+	req := extproctest.PostJSON("/v1/chat/completions", chatBody(200))
+	req.Headers = append(req.Headers, extproctest.Header{Key: wire.HeaderDebug, Value: "1"})
+	req.Response = &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200", "content-type", "text/event-stream"), Chunks: chunks}
+	res, err := f.client.Process(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(res.ResponseBody, bytes.Join(chunks, nil)) || len(res.ResponseChunks) != len(chunks) {
+		t.Fatalf("response changed: %q", res.ResponseBody)
+	}
+	for i, c := range res.ResponseChunks {
+		if !bytes.Equal(c.Body, chunks[i]) || c.EndOfStream != (i == len(chunks)-1) {
+			t.Fatalf("chunk %d: %q eos=%v", i, c.Body, c.EndOfStream)
+		}
+	}
+	bd := res.ResponseHeaders.Get(wire.HeaderScoreBreakdown)
+	if !strings.HasPrefix(bd, "endpoint="+f.keys[0]+";reason=scored;") || !strings.Contains(bd, "predicted-latency=") {
+		t.Fatalf("breakdown header %q", bd)
+	}
+	st := f.d.Store().Get(f.keys[0])
+	var v datastore.View
+	st.View(time.Now(), 0, &v)
+	if v.InFlight != 0 || v.PendingFirstToken != 0 || st.Speed().PrefillSamples != 1 || st.Speed().DecodeSamples == 0 {
+		t.Fatalf("accounting after the response: %+v speed %+v", v, st.Speed())
+	}
+	// Without the debug header there is no breakdown.
+	req.Headers = req.Headers[:len(req.Headers)-1]
+	res, _ = f.client.Process(context.Background(), req)
+	if res.ResponseHeaders.Get(wire.HeaderScoreBreakdown) != "" {
+		t.Fatal("breakdown without x-igw-debug")
+	}
+}
+
+func TestAbortedStreamReleasesThePick(t *testing.T) {
+	f := start(t, 1, config.Default)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := f.client.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(extproctest.RequestHeadersMessage(extproctest.NewHeaders(":method", "POST", ":path", "/v1/completions"), false))
+	stream.Send(extproctest.RequestBodyMessage([]byte(`{"model":"m","prompt":"hello"}`), true))
+	for range 2 { // headers reply, body reply
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v datastore.View
+	st := f.d.Store().Get(f.keys[0])
+	if st.View(time.Now(), 0, &v); v.InFlight != 1 {
+		t.Fatalf("in flight %d", v.InFlight)
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for st.View(time.Now(), 0, &v); v.InFlight != 0; st.View(time.Now(), 0, &v) {
+		if time.Now().After(deadline) {
+			t.Fatal("aborted stream still counted in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// passthrough plays a picker that does nothing: it buffers the body, answers
+// the headers and returns the body. The difference to it is what scheduling,
+// parsing and accounting add.
+type passthrough struct {
+	extprocv3.UnimplementedExternalProcessorServer
+}
+
+func (passthrough) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	var chunks [][]byte
+	for {
+		req, err := srv.Recv()
+		if err != nil {
+			return nil
+		}
+		var out []*extprocv3.ProcessingResponse
+		switch r := req.Request.(type) {
+		case *extprocv3.ProcessingRequest_RequestBody:
+			chunks = append(chunks, r.RequestBody.GetBody())
+			if r.RequestBody.GetEndOfStream() {
+				out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+					RequestHeaders: &extprocv3.HeadersResponse{}}})
+				for i, c := range chunks {
+					out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+						RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+							Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
+								Body: c, EndOfStream: i == len(chunks)-1}}}}}}})
+				}
+			}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+				ResponseHeaders: &extprocv3.HeadersResponse{}}})
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+				ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+					Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
+						Body: r.ResponseBody.GetBody(), EndOfStream: r.ResponseBody.GetEndOfStream()}}}}}}})
+		}
+		for _, m := range out {
+			if err := srv.Send(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// BenchmarkRequestPath512KiB measures one exchange with a 512 KiB chat body
+// (16 KiB chunks, full duplex, 128 endpoints) through real gRPC on loopback,
+// against the passthrough server measured in the same run. It reports the
+// picker's p99, the passthrough's p99 and their difference: the latency the
+// picker adds to a request.
+func BenchmarkRequestPath512KiB(b *testing.B) {
+	body := chatBody(512 << 10)
+	f := start(b, 128, config.Default)
+	base := extproctest.Start(b, passthrough{}, extproctest.Config{})
+	resp := &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200"),
+		Chunks: [][]byte{[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n")}}
+	ctx := context.Background()
+	run := func(c *extproctest.Client) time.Duration {
+		req := extproctest.PostJSON("/v1/chat/completions", body)
+		req.Response = resp
+		t0 := time.Now()
+		res, err := c.Process(ctx, req)
+		d := time.Since(t0)
+		if err != nil || res.ImmediateResponse != nil || len(res.RequestBody) != len(body) {
+			b.Fatal(err, res.ImmediateResponse)
+		}
+		return d
+	}
+	lat := make([]time.Duration, 0, b.N)
+	baseLat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		lat = append(lat, run(f.client))
+		baseLat = append(baseLat, run(base))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	slices.Sort(baseLat)
+	p99, base99 := lat[len(lat)*99/100], baseLat[len(baseLat)*99/100]
+	b.ReportMetric(float64(p99.Microseconds())/1e3, "p99-ms")
+	b.ReportMetric(float64(base99.Microseconds())/1e3, "passthrough-p99-ms")
+	b.ReportMetric(float64((p99-base99).Microseconds())/1e3, "added-p99-ms")
+	b.ReportMetric(float64((lat[len(lat)/2]-baseLat[len(baseLat)/2]).Microseconds())/1e3, "added-p50-ms")
+}
