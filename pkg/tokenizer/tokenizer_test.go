@@ -181,3 +181,31 @@ func BenchmarkTokenize4KB(b *testing.B) {
 		dst = AppendTokens(dst[:0], text)
 	}
 }
+
+func TestRenderChatSharesLeadingMessages(t *testing.T) {
+	system := Message{Role: "system", Content: GenerateText(1, 100) + "odd"}
+	a := Tokenize(RenderChat([]Message{system, {Role: "user", Content: "hi"}}))
+	b := Tokenize(RenderChat([]Message{system, {Role: "user", Content: "hello there"}}))
+	head := Count(RenderChat(nil)) // the assistant header alone
+	shared := Count(Align("<|system|>\n")) + Count(Align(system.Content))
+	if !slices.Equal(a[:shared], b[:shared]) {
+		t.Fatal("conversations with the same system message differ in its tokens")
+	}
+	if slices.Equal(a[:shared+head+1], b[:shared+head+1]) {
+		t.Fatal("different user messages tokenize the same")
+	}
+	// A follow-up turn extends the previous turn's prompt plus the reply.
+	turn1 := []Message{system, {Role: "user", Content: "q1"}}
+	reply := OutputText(0, 10)
+	turn2 := append(append([]Message{}, turn1...), Message{Role: "assistant", Content: reply}, Message{Role: "user", Content: "q2"})
+	p1 := Tokenize(RenderChat(turn1))
+	p2 := Tokenize(RenderChat(turn2))
+	if !slices.Equal(p1, p2[:len(p1)]) {
+		t.Fatal("the second turn does not extend the first turn's prompt")
+	}
+	for i := range 10 {
+		if p2[len(p1)+i] != OutputToken(i) {
+			t.Fatalf("reply token %d in the second turn is not the generated token", i)
+		}
+	}
+}

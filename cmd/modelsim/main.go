@@ -1,0 +1,46 @@
+// Command modelsim is a simulated vLLM model server on a simulated GPU; see
+// pkg/sim. It prints "listening on http://HOST:PORT" once it accepts requests.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/igw-dev/igw/pkg/sim"
+)
+
+func main() {
+	opts := sim.DefaultOptions()
+	fs := flag.NewFlagSet("modelsim", flag.ExitOnError)
+	opts.AddFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "modelsim: unexpected arguments %q\n", fs.Args())
+		os.Exit(2)
+	}
+	if err := run(opts); err != nil {
+		fmt.Fprintln(os.Stderr, "modelsim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(opts sim.Options) error {
+	srv, err := sim.NewServer(opts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("listening on http://%s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return srv.Serve(ctx, ln)
+}

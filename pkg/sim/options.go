@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Options configure the real-time server (cmd/modelsim). The engine flags carry
+// the fleet keys of a benchmark scenario; the rest follow vLLM's flag names.
+type Options struct {
+	Host string
+	Port int
+
+	GPU                 string
+	Model               string
+	TensorParallel      int
+	MaxNumSeqs          int
+	MaxNumBatchedTokens int
+	// KVCacheTokens is "auto" or a number of tokens.
+	KVCacheTokens string
+	MaxLoras      int
+	LoRALoadTime  time.Duration
+	SpeedJitter   float64
+	Seed          uint64
+
+	// Speedup runs the engine this many times faster than a GPU would; latencies
+	// a client sees are the engine's divided by it (metrics report engine time).
+	Speedup float64
+	// Engine selects the metric names: vllm or sglang.
+	Engine string
+	// ServedModelNames are the names clients may use for the base model; the
+	// first also labels the metrics. Default: the model profile's name.
+	ServedModelNames []string
+	// LoRAModules are adapters registered at start, as vLLM's --lora-modules.
+	LoRAModules LoRAModules
+	// EnablePromptTokensDetails adds usage.prompt_tokens_details.cached_tokens.
+	EnablePromptTokensDetails bool
+}
+
+// DefaultOptions returns the options of a bare `modelsim` invocation.
+func DefaultOptions() Options {
+	return Options{
+		Host:                "127.0.0.1",
+		Port:                8000,
+		GPU:                 "H100",
+		Model:               "llama-3.1-8b",
+		TensorParallel:      DefaultTensorParallel,
+		MaxNumSeqs:          DefaultMaxNumSeqs,
+		MaxNumBatchedTokens: DefaultMaxNumBatchedTokens,
+		KVCacheTokens:       "auto",
+		LoRALoadTime:        DefaultLoRALoadTime,
+		Speedup:             1,
+		Engine:              EngineVLLM,
+	}
+}
+
+// Engine flavours, selecting the metric names on /metrics.
+const (
+	EngineVLLM   = "vllm"
+	EngineSGLang = "sglang"
+)
+
+// AddFlags registers the options on fs, with o's current values as defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Host, "host", o.Host, "address to listen on")
+	fs.IntVar(&o.Port, "port", o.Port, "port to listen on (0: any free port, printed at start)")
+	fs.StringVar(&o.GPU, "gpu", o.GPU, "GPU profile: "+strings.Join(GPUNames(), ", "))
+	fs.StringVar(&o.Model, "model", o.Model, "model profile: "+strings.Join(ModelNames(), ", "))
+	fs.IntVar(&o.TensorParallel, "tensor-parallel", o.TensorParallel, "GPUs the model is split over")
+	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", o.MaxNumSeqs, "most requests running at once")
+	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", o.MaxNumBatchedTokens, "token budget of one step (chunked prefill)")
+	fs.StringVar(&o.KVCacheTokens, "kv-cache-tokens", o.KVCacheTokens, "KV cache size in tokens, or auto (from GPU memory and model)")
+	fs.IntVar(&o.MaxLoras, "max-loras", o.MaxLoras, "LoRA adapter slots on the GPU (0 disables LoRA)")
+	fs.DurationVar(&o.LoRALoadTime, "lora-load-time", o.LoRALoadTime, "time to load an adapter into a slot")
+	fs.Float64Var(&o.SpeedJitter, "speed-jitter", o.SpeedJitter, "per-step multiplicative noise half-width, e.g. 0.05")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the jitter")
+	fs.Float64Var(&o.Speedup, "speedup", o.Speedup, "run this many times faster than real time")
+	fs.StringVar(&o.Engine, "engine", o.Engine, "metric names to expose: vllm or sglang")
+	fs.Var((*stringList)(&o.ServedModelNames), "served-model-name", "model name(s) clients use, comma-separated or repeated (default: --model)")
+	fs.Var(&o.LoRAModules, "lora-modules", `adapters to register: name=path (several separated by spaces or commas) or JSON {"name":..,"path":..,"base_model_name":..}; repeatable`)
+	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", o.EnablePromptTokensDetails, "report cached prompt tokens in usage")
+}
+
+// Validate reports every invalid option in one error.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Port < 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d out of range", o.Port))
+	}
+	if !(o.Speedup > 0) {
+		errs = append(errs, fmt.Errorf("--speedup must be positive, got %g", o.Speedup))
+	}
+	if o.Engine != EngineVLLM && o.Engine != EngineSGLang {
+		errs = append(errs, fmt.Errorf("--engine must be %s or %s, got %q", EngineVLLM, EngineSGLang, o.Engine))
+	}
+	cfg, err := o.EngineConfig()
+	if err != nil {
+		errs = append(errs, err)
+	} else if err := cfg.Validate(); err != nil { // flags carry explicit defaults: a zero is the user's
+		errs = append(errs, err)
+	}
+	if len(o.LoRAModules) > 0 && o.MaxLoras == 0 {
+		errs = append(errs, errors.New("--lora-modules needs --max-loras of at least 1"))
+	}
+	for _, n := range o.ServedModelNames {
+		if n == "" {
+			errs = append(errs, errors.New("--served-model-name has an empty name"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// EngineConfig is the engine configuration the options describe.
+func (o *Options) EngineConfig() (Config, error) {
+	kv, err := ParseKVCacheTokens(o.KVCacheTokens)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{
+		GPU:                 o.GPU,
+		Model:               o.Model,
+		TensorParallel:      o.TensorParallel,
+		MaxNumSeqs:          o.MaxNumSeqs,
+		MaxNumBatchedTokens: o.MaxNumBatchedTokens,
+		KVCacheTokens:       kv,
+		MaxLoras:            o.MaxLoras,
+		LoRALoadTime:        o.LoRALoadTime,
+		SpeedJitter:         o.SpeedJitter,
+		Seed:                o.Seed,
+	}, nil
+}
+
+// servedNames returns the base model's names, defaulting to the profile name.
+func (o *Options) servedNames() []string {
+	if len(o.ServedModelNames) == 0 {
+		return []string{o.Model}
+	}
+	return o.ServedModelNames
+}
+
+// stringList is a flag of comma-separated values that may also be repeated.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}

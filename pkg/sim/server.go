@@ -1,0 +1,410 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/tokenizer"
+)
+
+// maxBodyBytes bounds a request body; the longest prompt the profiles allow is
+// well under it.
+const maxBodyBytes = 64 << 20
+
+// Server is the real-time simulator: an Engine behind vLLM's OpenAI-compatible
+// HTTP API, /health and /metrics.
+type Server struct {
+	opts        Options
+	rt          *realtime
+	servedNames []string
+	started     time.Time
+
+	mu       sync.Mutex // guards adapters and loraInfo
+	adapters map[string]LoRAModule
+	loraInfo loraInfoHistory
+	snap     Snapshot
+}
+
+// NewServer builds a server from validated options.
+func NewServer(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, _ := opts.EngineConfig()
+	eng, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:        opts,
+		rt:          newRealtime(eng, opts.Speedup),
+		servedNames: opts.servedNames(),
+		started:     time.Now(),
+		adapters:    make(map[string]LoRAModule),
+	}
+	for _, mod := range opts.LoRAModules {
+		if mod.BaseModelName != "" && !slices.Contains(s.servedNames, mod.BaseModelName) {
+			return nil, fmt.Errorf("adapter %q: base model %q is not served", mod.Name, mod.BaseModelName)
+		}
+		if slices.Contains(s.servedNames, mod.Name) {
+			return nil, fmt.Errorf("adapter %q has the name of the base model", mod.Name)
+		}
+		s.adapters[mod.Name] = mod
+	}
+	return s, nil
+}
+
+// Serve answers on ln until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.rt.run(ctx)
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		_ = srv.Shutdown(shutdown)
+		return nil
+	}
+}
+
+// Start runs the engine clock until ctx ends, for callers that mount Handler
+// in their own http.Server (Serve does this itself).
+func (s *Server) Start(ctx context.Context) { go s.rt.run(ctx) }
+
+// Handler routes the vLLM API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /v1/load_lora_adapter", s.handleLoadAdapter)
+	mux.HandleFunc("POST /v1/unload_lora_adapter", s.handleUnloadAdapter)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]string{"version": "igw-modelsim"})
+	})
+	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	return mux
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "BadRequestError",
+				Message: fmt.Sprintf("request body exceeds %d bytes", maxBodyBytes)}
+		}
+		return nil, badRequest("", "reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	body, aerr := readBody(w, r)
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	gen, err := s.completionGeneration(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.generate(w, r, gen)
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	body, aerr := readBody(w, r)
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	gen, err := s.chatGeneration(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.generate(w, r, gen)
+}
+
+func (s *Server) completionGeneration(body []byte) (*generation, error) {
+	req, err := parseCompletion(body)
+	if err != nil {
+		return nil, err
+	}
+	adapter, err := s.resolveModel(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := req.promptTokens()
+	if err != nil {
+		return nil, err
+	}
+	return s.newGeneration(&req.samplingFields, adapter, prompt, false)
+}
+
+func (s *Server) chatGeneration(body []byte) (*generation, error) {
+	req, err := parseChat(body)
+	if err != nil {
+		return nil, err
+	}
+	adapter, err := s.resolveModel(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	text, err := req.promptText()
+	if err != nil {
+		return nil, err
+	}
+	return s.newGeneration(&req.samplingFields, adapter, tokenizer.Tokenize(text), true)
+}
+
+func (s *Server) newGeneration(f *samplingFields, adapter string, prompt []uint32, chat bool) (*generation, error) {
+	if len(prompt) == 0 {
+		return nil, badRequest("prompt", "the prompt is empty")
+	}
+	n, stop, err := f.outputLength(prompt, s.rt.eng.MaxModelLen(), chat)
+	if err != nil {
+		return nil, err
+	}
+	gen := &generation{chat: chat, model: f.Model, adapter: adapter, prompt: prompt, output: n,
+		endsWithStop: stop, stream: f.Stream}
+	if gen.model == "" {
+		gen.model = s.servedNames[0]
+	}
+	if f.Stream && f.StreamOptions != nil {
+		gen.includeUsage = f.StreamOptions.IncludeUsage
+		gen.continuousUsage = f.StreamOptions.IncludeUsage && f.StreamOptions.ContinuousUsageStats
+	}
+	return gen, nil
+}
+
+// resolveModel maps the request's model to an adapter name ("" for the base
+// model); an omitted model means the base model, as in vLLM.
+func (s *Server) resolveModel(model string) (string, error) {
+	if model == "" || slices.Contains(s.servedNames, model) {
+		return "", nil
+	}
+	s.mu.Lock()
+	_, ok := s.adapters[model]
+	s.mu.Unlock()
+	if !ok {
+		return "", modelNotFound(model)
+	}
+	return model, nil
+}
+
+// generate runs a parsed request and writes its response, streamed or whole.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, gen *generation) {
+	id, st, err := s.rt.submit(Request{Adapter: gen.adapter, Prompt: gen.prompt, OutputTokens: gen.output, EndsWithStop: gen.endsWithStop})
+	if err != nil {
+		badRequest("", "%v", err).write(w)
+		return
+	}
+	resp := newResponder(gen, id, s.opts.EnablePromptTokensDetails)
+	if !gen.stream {
+		if !s.wait(r, id, st) {
+			return
+		}
+		_, _, fin := s.rt.progress(st)
+		writeRawJSON(w, resp.whole(fin))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	sent := 0
+	for {
+		select {
+		case <-st.ready:
+		case <-r.Context().Done():
+			s.rt.abort(id)
+			return
+		}
+		tokens, done, fin := s.rt.progress(st)
+		if tokens > sent || done {
+			if _, err := w.Write(resp.chunk(sent, tokens, done, fin)); err != nil {
+				s.rt.abort(id)
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			sent = tokens
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// wait blocks until the request finishes; false if the client went away first.
+func (s *Server) wait(r *http.Request, id uint64, st *stream) bool {
+	for {
+		select {
+		case <-st.ready:
+			if _, done, _ := s.rt.progress(st); done {
+				return true
+			}
+		case <-r.Context().Done():
+			s.rt.abort(id)
+			return false
+		}
+	}
+}
+
+type modelCard struct {
+	ID          string  `json:"id"`
+	Object      string  `json:"object"`
+	Created     int64   `json:"created"`
+	OwnedBy     string  `json:"owned_by"`
+	Root        string  `json:"root"`
+	Parent      *string `json:"parent"`
+	MaxModelLen *int    `json:"max_model_len"`
+	Permission  []any   `json:"permission"`
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	created := s.started.Unix()
+	maxLen := s.rt.eng.MaxModelLen()
+	cards := []modelCard{}
+	for _, name := range s.servedNames {
+		cards = append(cards, modelCard{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
+			Root: s.opts.Model, MaxModelLen: &maxLen, Permission: []any{}})
+	}
+	s.mu.Lock()
+	names := make([]string, 0, len(s.adapters))
+	for name := range s.adapters {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		mod := s.adapters[name]
+		parent := mod.BaseModelName
+		if parent == "" {
+			parent = s.servedNames[0]
+		}
+		cards = append(cards, modelCard{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
+			Root: mod.Path, Parent: &parent, Permission: []any{}})
+	}
+	s.mu.Unlock()
+	writeJSON(w, map[string]any{"object": "list", "data": cards})
+}
+
+type loadAdapterRequest struct {
+	Name        string `json:"lora_name"`
+	Path        string `json:"lora_path"`
+	LoadInplace bool   `json:"load_inplace"`
+}
+
+func (s *Server) handleLoadAdapter(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.adapterRequest(w, r)
+	if !ok {
+		return
+	}
+	if req.Name == "" || req.Path == "" {
+		invalidUserInput("Both 'lora_name' and 'lora_path' must be provided.").write(w)
+		return
+	}
+	if _, err := ParseLoRAModules(req.Name + "=" + req.Path); err != nil || slices.Contains(s.servedNames, req.Name) {
+		invalidUserInput(fmt.Sprintf("The lora adapter name '%s' is not valid.", req.Name)).write(w)
+		return
+	}
+	s.mu.Lock()
+	_, exists := s.adapters[req.Name]
+	if exists && !req.LoadInplace {
+		s.mu.Unlock()
+		invalidUserInput(fmt.Sprintf("The lora adapter '%s' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.", req.Name)).write(w)
+		return
+	}
+	s.adapters[req.Name] = LoRAModule{Name: req.Name, Path: req.Path}
+	s.mu.Unlock()
+	writeText(w, fmt.Sprintf("Success: LoRA adapter '%s' added successfully.", req.Name))
+}
+
+func (s *Server) handleUnloadAdapter(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.adapterRequest(w, r)
+	if !ok {
+		return
+	}
+	if req.Name == "" {
+		invalidUserInput("'lora_name' needs to be provided to unload a LoRA adapter.").write(w)
+		return
+	}
+	s.mu.Lock()
+	_, exists := s.adapters[req.Name]
+	delete(s.adapters, req.Name)
+	s.mu.Unlock()
+	if !exists {
+		(&apiError{Status: http.StatusNotFound, Type: "NotFoundError",
+			Message: fmt.Sprintf("The lora adapter '%s' cannot be found.", req.Name)}).write(w)
+		return
+	}
+	writeText(w, fmt.Sprintf("Success: LoRA adapter '%s' removed successfully.", req.Name))
+}
+
+// adapterRequest reads a load/unload body; LoRA must be enabled.
+func (s *Server) adapterRequest(w http.ResponseWriter, r *http.Request) (*loadAdapterRequest, bool) {
+	if s.opts.MaxLoras == 0 {
+		badRequest("", "LoRA is not enabled; start the simulator with --max-loras").write(w)
+		return nil, false
+	}
+	body, aerr := readBody(w, r)
+	if aerr != nil {
+		aerr.write(w)
+		return nil, false
+	}
+	var req loadAdapterRequest
+	if err := decodeJSON(body, &req); err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	return &req, true
+}
+
+func invalidUserInput(msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "InvalidUserInput", Message: msg}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var aerr *apiError
+	if !errors.As(err, &aerr) {
+		aerr = &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: err.Error()}
+	}
+	aerr.write(w)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeRawJSON(w, body)
+}
+
+func writeRawJSON(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+func writeText(w http.ResponseWriter, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, s)
+}

@@ -1,0 +1,40 @@
+package simproc
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestStartNServesAndStops(t *testing.T) {
+	procs := StartN(t, 2, Options{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 1, Speedup: 20,
+		LoRAModules: []string{"sql=/adapters/sql"}, Engine: "sglang"})
+	if procs[0].Port == procs[1].Port || procs[0].Port == 0 {
+		t.Fatalf("ports %d and %d", procs[0].Port, procs[1].Port)
+	}
+	resp, err := http.Post(procs[1].URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"sql","prompt":"select","max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
+		t.Fatalf("completion: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(procs[1].URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "sglang:num_running_reqs") {
+		t.Fatalf("--engine sglang not passed through: %s", body)
+	}
+	procs[0].Stop()
+	procs[0].Stop()
+	if _, err := http.Get(procs[0].URL + "/health"); err == nil {
+		t.Fatal("stopped simulator still answers")
+	}
+}
