@@ -42,15 +42,6 @@ func (s *Scraper) Run(ctx context.Context) error {
 	if s.Interval <= 0 {
 		return fmt.Errorf("scrape interval must be positive")
 	}
-	if s.Now == nil {
-		s.Now = time.Now
-	}
-	if s.Log == nil {
-		s.Log = slog.Default()
-	}
-	if s.Client == nil {
-		s.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
-	}
 	workers := map[string]context.CancelFunc{}
 	var wg sync.WaitGroup
 	defer func() {
@@ -106,12 +97,22 @@ func (s *Scraper) loop(ctx context.Context, st *datastore.EndpointState) {
 	}
 }
 
+// defaultClient keeps connections to each server open between scrapes.
+var defaultClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
+
+func (s *Scraper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
 // ScrapeOnce fetches, parses and stores one sample of st.
 func (s *Scraper) ScrapeOnce(ctx context.Context, st *datastore.EndpointState) error {
-	start := s.Now()
+	start := s.now()
 	err := s.scrape(ctx, st, start)
 	if s.Observe != nil {
-		s.Observe(st.Key(), err, s.Now().Sub(start))
+		s.Observe(st.Key(), err, s.now().Sub(start))
 	}
 	return err
 }
@@ -131,7 +132,11 @@ func (s *Scraper) scrape(ctx context.Context, st *datastore.EndpointState, start
 	if err != nil {
 		return err
 	}
-	resp, err := s.Client.Do(req)
+	client := s.Client
+	if client == nil {
+		client = defaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -149,7 +154,11 @@ func (s *Scraper) scrape(ctx context.Context, st *datastore.EndpointState, start
 		return fmt.Errorf("scrape %s: %w", st.Key(), err)
 	}
 	if rep.LegacyKV && st.MarkLegacyKV() {
-		s.Log.Warn("model server reports KV-cache use only under the legacy metric name; using it",
+		log := s.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("model server reports KV-cache use only under the legacy metric name; using it",
 			"endpoint", st.Key(), "metric", "vllm:gpu_cache_usage_perc")
 	}
 	// The sample describes the server as of the request, not the response.
