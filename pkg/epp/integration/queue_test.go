@@ -51,9 +51,12 @@ func scrapeAll(t *testing.T, d *director.Director, s *telemetry.Scraper) {
 
 // load sends n long requests straight to p (bypassing the picker), so that
 // its queue fills while the test runs.
-func load(t *testing.T, ctx context.Context, p *simproc.Proc, n int) {
+func load(t *testing.T, ctx context.Context, p *simproc.Proc, n int) { loadModel(ctx, p, "m", n) }
+
+// loadModel sends n long requests for model (or adapter) straight to p.
+func loadModel(ctx context.Context, p *simproc.Proc, model string, n int) {
 	for i := range n {
-		body := fmt.Sprintf(`{"model":"m","prompt":"%d %s","max_tokens":2000}`, i, bytes.Repeat([]byte("x"), 4000))
+		body := fmt.Sprintf(`{"model":%q,"prompt":"%d %s","max_tokens":2000}`, model, i, bytes.Repeat([]byte("x"), 4000))
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/completions", bytes.NewBufferString(body))
 			req.Header.Set("Content-Type", "application/json")
