@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +167,24 @@ func TestOptionsFlags(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
+}
+
+func FuzzParseTokenIDs(f *testing.F) {
+	for _, s := range []string{"[]", "[1,2,3]", "[0]", "[01]", "[1,]", "[,1]", "[1]2]", "[4294967295]", "[4294967296]",
+		"[ 1,2]", "[1 ,2]", "[-1]", "[1.5]", `["a"]`, "[[1]]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids, ok := parseTokenIDs([]byte(s))
+		if !ok {
+			return
+		}
+		var want []uint32
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			t.Fatalf("fast path accepted %q, encoding/json rejects it: %v", s, err)
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("%q: fast path %v, encoding/json %v", s, ids, want)
+		}
+	})
 }

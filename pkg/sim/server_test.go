@@ -372,7 +372,9 @@ func TestFullKVCacheVisibleInMetrics(t *testing.T) {
 	for i := range 8 {
 		go func() {
 			body := `{"prompt":"` + tokenizer.GenerateText(uint64(i), 400) + `","max_tokens":600,"ignore_eos":true}`
-			resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(body))
+			// The test's context ends these requests when the test is done.
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/v1/completions", strings.NewReader(body))
+			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
