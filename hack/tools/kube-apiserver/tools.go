@@ -1,6 +1,9 @@
 //go:build tools
 
-// Package tools pins the kube-apiserver command for `go build`.
+// Package tools pins the commands of the test control plane for `go build`.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

@@ -1,0 +1,77 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FailureMode says what the gateway does with a request when the endpoint picker cannot answer.
+// +kubebuilder:validation:Enum=FailOpen;FailClose
+type FailureMode string
+
+const (
+	// FailOpen sends the request to an endpoint chosen by the proxy's own load balancer.
+	FailOpen FailureMode = "FailOpen"
+	// FailClose rejects the request.
+	FailClose FailureMode = "FailClose"
+)
+
+// Scorer names that weights may be given for. They are the EPP's scorer plugin types.
+const (
+	ScorerQueue              = "queue"
+	ScorerKVCacheUtilization = "kv-cache-utilization"
+	ScorerRunningRequests    = "running-requests"
+	ScorerPrefixCache        = "prefix-cache"
+	ScorerLoRAAffinity       = "lora-affinity"
+	ScorerPredictedLatency   = "predicted-latency"
+)
+
+// Scorers lists every scorer name in the order the EPP configuration renders them.
+var Scorers = []string{
+	ScorerQueue, ScorerKVCacheUtilization, ScorerRunningRequests,
+	ScorerPrefixCache, ScorerLoRAAffinity, ScorerPredictedLatency,
+}
+
+// ScoringWeights maps a scorer name to its weight. A weight of 0 turns the scorer off.
+// +kubebuilder:validation:MaxProperties=16
+// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['queue', 'kv-cache-utilization', 'running-requests', 'prefix-cache', 'lora-affinity', 'predicted-latency'])",message="unknown scorer in weights: use queue, kv-cache-utilization, running-requests, prefix-cache, lora-affinity or predicted-latency"
+// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 100)",message="scoring weights must be between 0 and 100; use 0 to turn a scorer off"
+type ScoringWeights map[string]int32
+
+// PodSettings are scheduling and sizing settings for the pods the operator runs.
+type PodSettings struct {
+	// Replicas of the Deployment.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 0 && self <= 50",message="replicas must be between 0 and 50"
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image overrides the operator's default image for this component.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// Resources of the component's container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// PodPlacement places the operator-managed pods (BBR, EPP) on nodes.
+type PodPlacement struct {
+	// NodeSelector for every operator-managed pod.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations for every operator-managed pod.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Resources used when a component sets none.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// Condition types shared by both kinds.
+const (
+	ConditionAccepted = "Accepted"
+	ConditionReady    = "Ready"
+)

@@ -1,0 +1,257 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GatewayProvider says which gateway implementation carries the traffic.
+// +kubebuilder:validation:Enum=EnvoyGateway;Native
+type GatewayProvider string
+
+const (
+	// ProviderEnvoyGateway renders Envoy Gateway v1.9 policies and relies on igw's
+	// Envoy Gateway extension server for InferencePool backends.
+	ProviderEnvoyGateway GatewayProvider = "EnvoyGateway"
+	// ProviderNative renders only Gateway API objects whose backendRefs name the
+	// InferencePool, for gateways that implement InferencePool themselves.
+	ProviderNative GatewayProvider = "Native"
+)
+
+// GatewayRef names an existing Gateway.
+type GatewayRef struct {
+	// Name of the Gateway.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Namespace of the Gateway; defaults to the config's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// SectionName is the listener the routes attach to; all listeners when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// ManagedGateway asks the operator to create the Gateway.
+type ManagedGateway struct {
+	// GatewayClassName of the Gateway to create.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	GatewayClassName string `json:"gatewayClassName"`
+
+	// Port of the HTTP (or HTTPS, with tls) listener.
+	// +optional
+	// +kubebuilder:default=80
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 65535",message="gateway.managed.port must be between 1 and 65535"
+	Port int32 `json:"port,omitempty"`
+}
+
+// GatewaySpec says which Gateway serves the models.
+// +kubebuilder:validation:XValidation:rule="has(self.ref) != has(self.managed)",message="set exactly one of gateway.ref (use an existing Gateway) or gateway.managed (let the operator create one)"
+type GatewaySpec struct {
+	// Ref names an existing Gateway.
+	// +optional
+	Ref *GatewayRef `json:"ref,omitempty"`
+
+	// Managed makes the operator create and own the Gateway.
+	// +optional
+	Managed *ManagedGateway `json:"managed,omitempty"`
+
+	// Provider is the gateway implementation.
+	// +optional
+	// +kubebuilder:default=EnvoyGateway
+	Provider GatewayProvider `json:"provider,omitempty"`
+}
+
+// BBRSpec configures the body-based router that reads the model from the request body.
+type BBRSpec struct {
+	// Enabled runs the body-based router. Without it, clients must send the
+	// X-Gateway-Model-Name header themselves.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	PodSettings `json:",inline"`
+
+	// MaxRequestBodyBytes is the largest request body accepted; larger bodies get 413.
+	// +optional
+	// +kubebuilder:default=4194304
+	// +kubebuilder:validation:XValidation:rule="self >= 1024 && self <= 268435456",message="bbr.maxRequestBodyBytes must be between 1024 (1 KiB) and 268435456 (256 MiB)"
+	MaxRequestBodyBytes int64 `json:"maxRequestBodyBytes,omitempty"`
+}
+
+// EPPDefaults are the endpoint picker settings every ModelRoute starts from.
+// +kubebuilder:validation:XValidation:rule="!has(self.metricsStaleness) || !has(self.scrapeInterval) || duration(self.metricsStaleness) >= duration(self.scrapeInterval)",message="epp.metricsStaleness must be at least epp.scrapeInterval, or every scrape would already be stale"
+type EPPDefaults struct {
+	PodSettings `json:",inline"`
+
+	// ScrapeInterval is how often each model server's metrics are read.
+	// +optional
+	// +kubebuilder:default="50ms"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10s')",message="epp.scrapeInterval must be between 10ms and 10s"
+	ScrapeInterval *metav1.Duration `json:"scrapeInterval,omitempty"`
+
+	// MetricsStaleness is the age after which an endpoint's metrics no longer count.
+	// +optional
+	// +kubebuilder:default="200ms"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('60s')",message="epp.metricsStaleness must be at most 60s"
+	MetricsStaleness *metav1.Duration `json:"metricsStaleness,omitempty"`
+
+	// FailureMode when the endpoint picker is unreachable.
+	// +optional
+	// +kubebuilder:default=FailClose
+	FailureMode FailureMode `json:"failureMode,omitempty"`
+}
+
+// ScoringSpec is the default scoring of every model.
+type ScoringSpec struct {
+	// Weights per scorer; scorers not named keep the built-in default.
+	// +optional
+	Weights ScoringWeights `json:"weights,omitempty"`
+
+	// AutoTune lets the operator adjust weights from what it observes (declared
+	// LoRA adapters, mixed accelerator types). Weights named here always win.
+	// +optional
+	// +kubebuilder:default=true
+	AutoTune *bool `json:"autoTune,omitempty"`
+}
+
+// TLSSpec terminates TLS at the gateway.
+type TLSSpec struct {
+	// CertificateSecretName is a kubernetes.io/tls Secret in the config's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CertificateSecretName string `json:"certificateSecretName"`
+}
+
+// JWTAuthSpec requires a valid JWT on every request.
+type JWTAuthSpec struct {
+	// Issuer the tokens must carry in "iss".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Issuer string `json:"issuer"`
+
+	// JWKSURI serves the issuer's signing keys.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="auth.jwt.jwksURI must be an https:// URL"
+	JWKSURI string `json:"jwksURI"`
+
+	// Audiences accepted in "aud"; any when empty.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Audiences []string `json:"audiences,omitempty"`
+}
+
+// AuthSpec is optional client authentication at the gateway.
+type AuthSpec struct {
+	// JWT authentication.
+	// +optional
+	JWT *JWTAuthSpec `json:"jwt,omitempty"`
+}
+
+// InferenceGatewayConfigSpec is the gateway-wide configuration that ModelRoutes refer to.
+type InferenceGatewayConfigSpec struct {
+	// Gateway that serves the models.
+	Gateway GatewaySpec `json:"gateway"`
+
+	// BBR is the body-based router.
+	// +optional
+	// +kubebuilder:default={}
+	BBR BBRSpec `json:"bbr,omitempty"`
+
+	// EPP holds the endpoint picker defaults.
+	// +optional
+	// +kubebuilder:default={}
+	EPP EPPDefaults `json:"epp,omitempty"`
+
+	// Scoring is the default scoring.
+	// +optional
+	// +kubebuilder:default={}
+	Scoring ScoringSpec `json:"scoring,omitempty"`
+
+	// TLS at the gateway listener (managed gateways only).
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth of clients at the gateway.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// PodDefaults apply to every pod the operator runs.
+	// +optional
+	PodDefaults PodPlacement `json:"podDefaults,omitempty"`
+}
+
+// ModelSummary is one model served through the config.
+type ModelSummary struct {
+	// Name is the served model name.
+	Name string `json:"name"`
+	// ModelRoute that serves it.
+	ModelRoute string `json:"modelRoute"`
+	// Ready says whether the route has ready endpoints.
+	Ready bool `json:"ready"`
+}
+
+// InferenceGatewayConfigStatus is the observed state of the config.
+type InferenceGatewayConfigStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Accepted, Ready, GatewayProgrammed, BBRReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// GatewayName is the Gateway in use, as namespace/name.
+	// +optional
+	GatewayName string `json:"gatewayName,omitempty"`
+
+	// Models served through this config.
+	// +optional
+	// +listType=atomic
+	Models []ModelSummary `json:"models,omitempty"`
+}
+
+// Condition types of an InferenceGatewayConfig.
+const (
+	ConditionGatewayProgrammed = "GatewayProgrammed"
+	ConditionBBRReady          = "BBRReady"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=igwc,categories=igw
+// +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.status.gatewayName`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.gateway.provider`
+// +kubebuilder:printcolumn:name="BBR",type=string,JSONPath=`.status.conditions[?(@.type=="BBRReady")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// InferenceGatewayConfig is the gateway-wide configuration of igw: which Gateway,
+// the body-based router, and the endpoint picker defaults every ModelRoute starts from.
+type InferenceGatewayConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InferenceGatewayConfigSpec   `json:"spec"`
+	Status InferenceGatewayConfigStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// InferenceGatewayConfigList is a list of InferenceGatewayConfigs.
+type InferenceGatewayConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InferenceGatewayConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&InferenceGatewayConfig{}, &InferenceGatewayConfigList{})
+}

@@ -1,0 +1,262 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine is the model server software of the pool's pods; it decides which metric
+// names the endpoint picker reads.
+// +kubebuilder:validation:Enum=vllm;sglang;trtllm
+type Engine string
+
+const (
+	EngineVLLM   Engine = "vllm"
+	EngineSGLang Engine = "sglang"
+	EngineTRTLLM Engine = "trtllm"
+)
+
+// ModelName is a name clients send in the OpenAI "model" field.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\s,]')",message="model names must not contain whitespace or commas"
+type ModelName string
+
+// LoRAAdapter is an adapter the pool's model servers can serve.
+type LoRAAdapter struct {
+	// Name clients send in the "model" field to use the adapter.
+	Name ModelName `json:"name"`
+
+	// BaseModel is the served model the adapter applies to. It may be omitted when the
+	// route serves exactly one model.
+	// +optional
+	BaseModel ModelName `json:"baseModel,omitempty"`
+
+	// Source the model server loads the adapter from (a path or URI as the engine takes it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Source string `json:"source,omitempty"`
+}
+
+// ModelServerSelector selects the model server pods of the pool.
+type ModelServerSelector struct {
+	// MatchLabels the pods must carry.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="selector.matchLabels must name at least one label, or the pool would take every pod in the namespace"
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// TargetPort is a port on which the model servers answer.
+type TargetPort struct {
+	// Number of the port.
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 65535",message="targetPorts[].number must be between 1 and 65535"
+	Number int32 `json:"number"`
+}
+
+// ConfigMapKeyRef names a key of a ConfigMap in the route's namespace.
+type ConfigMapKeyRef struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Key holding the EPP configuration YAML.
+	// +optional
+	// +kubebuilder:default="config.yaml"
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// ModelScoring overrides the config's scoring for one model.
+// +kubebuilder:validation:XValidation:rule="!(has(self.configMapRef) && has(self.weights))",message="scoring.configMapRef replaces the whole EPP configuration, so it cannot be combined with scoring.weights: put the weights in the ConfigMap or drop configMapRef"
+// +kubebuilder:validation:XValidation:rule="!(has(self.configMapRef) && has(self.autoTune) && self.autoTune)",message="scoring.autoTune cannot adjust a raw EPP configuration from scoring.configMapRef: drop one of them"
+type ModelScoring struct {
+	// Weights per scorer; these win over the config's weights and over auto-tuning.
+	// +optional
+	Weights ScoringWeights `json:"weights,omitempty"`
+
+	// ConfigMapRef supplies a complete raw EPP configuration instead of rendered weights.
+	// +optional
+	ConfigMapRef *ConfigMapKeyRef `json:"configMapRef,omitempty"`
+
+	// AutoTune overrides the config's autoTune for this model.
+	// +optional
+	AutoTune *bool `json:"autoTune,omitempty"`
+}
+
+// EPPOverrides overrides the config's endpoint picker defaults for one model.
+type EPPOverrides struct {
+	PodSettings `json:",inline"`
+
+	// FailureMode when the endpoint picker is unreachable.
+	// +optional
+	FailureMode FailureMode `json:"failureMode,omitempty"`
+}
+
+// ObjectName is the name of an object in the same namespace.
+type ObjectName struct {
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ModelRouteSpec is one model (with its adapters) served by a pool of model server pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.adapters) || self.adapters.all(a, !(a.name in self.models))",message="an adapter name must differ from every served model name; rename the adapter or drop the model"
+// +kubebuilder:validation:XValidation:rule="!has(self.adapters) || size(self.models) == 1 || self.adapters.all(a, has(a.baseModel))",message="adapters[].baseModel is required when the route serves more than one model: name the model each adapter applies to"
+// +kubebuilder:validation:XValidation:rule="!has(self.adapters) || self.adapters.all(a, !has(a.baseModel) || a.baseModel in self.models)",message="adapters[].baseModel must be one of spec.models"
+type ModelRouteSpec struct {
+	// ConfigRef is the InferenceGatewayConfig (same namespace) this model is served through.
+	ConfigRef ObjectName `json:"configRef"`
+
+	// Models are the names clients send in the OpenAI "model" field for the base model.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(n, n == m))",message="spec.models lists a model name twice; each served name must appear once"
+	Models []ModelName `json:"models"`
+
+	// Adapters are the LoRA adapters served on top of the models.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="spec.adapters lists an adapter name twice; each adapter must appear once"
+	Adapters []LoRAAdapter `json:"adapters,omitempty"`
+
+	// Selector of the model server pods.
+	Selector ModelServerSelector `json:"selector"`
+
+	// TargetPorts on which the model servers answer; each ready pod is one endpoint per port.
+	// +optional
+	// +kubebuilder:default={{number: 8000}}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.number == p.number))",message="spec.targetPorts lists a port twice"
+	TargetPorts []TargetPort `json:"targetPorts,omitempty"`
+
+	// Engine of the model servers.
+	// +optional
+	// +kubebuilder:default=vllm
+	Engine Engine `json:"engine,omitempty"`
+
+	// Scoring overrides for this model.
+	// +optional
+	Scoring *ModelScoring `json:"scoring,omitempty"`
+
+	// EPP overrides for this model's endpoint picker.
+	// +optional
+	EPP *EPPOverrides `json:"epp,omitempty"`
+
+	// RequestTimeout bounds a whole request at the gateway; unbounded when unset.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="requestTimeout must be between 1s and 24h"
+	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
+}
+
+// RolloutState summarises the model's data path.
+// +kubebuilder:validation:Enum=Pending;Progressing;Available;Degraded
+type RolloutState string
+
+const (
+	RolloutPending     RolloutState = "Pending"
+	RolloutProgressing RolloutState = "Progressing"
+	RolloutAvailable   RolloutState = "Available"
+	RolloutDegraded    RolloutState = "Degraded"
+)
+
+// ScoringAdjustment is one change the operator made to the weights, and why.
+type ScoringAdjustment struct {
+	// Scorer whose weight changed.
+	Scorer string `json:"scorer"`
+	// Weight now in effect.
+	Weight int32 `json:"weight"`
+	// Reason in words, naming the observation.
+	Reason string `json:"reason"`
+}
+
+// ScoringStatus is the scoring the model's endpoint picker runs with.
+type ScoringStatus struct {
+	// Source of the configuration: Rendered (weights) or ConfigMap (raw).
+	// +optional
+	Source string `json:"source,omitempty"`
+	// Weights in effect.
+	// +optional
+	Weights map[string]int32 `json:"weights,omitempty"`
+	// Adjustments auto-tuning made.
+	// +optional
+	// +listType=atomic
+	Adjustments []ScoringAdjustment `json:"adjustments,omitempty"`
+}
+
+// ModelRouteStatus is the observed state of a ModelRoute.
+type ModelRouteStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Accepted, ResolvedRefs, Ready, Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ReadyEndpoints is the number of ready pod:port endpoints.
+	// +optional
+	ReadyEndpoints int32 `json:"readyEndpoints"`
+
+	// TotalEndpoints is the number of pod:port endpoints the selector matches.
+	// +optional
+	TotalEndpoints int32 `json:"totalEndpoints"`
+
+	// InferencePool is the name of the pool created for the route.
+	// +optional
+	InferencePool string `json:"inferencePool,omitempty"`
+
+	// Scoring in effect, and why.
+	// +optional
+	Scoring *ScoringStatus `json:"scoring,omitempty"`
+
+	// Rollout state of the data path.
+	// +optional
+	Rollout RolloutState `json:"rollout,omitempty"`
+}
+
+// Condition types of a ModelRoute (besides Accepted and Ready).
+const (
+	ConditionResolvedRefs = "ResolvedRefs"
+	ConditionDegraded     = "Degraded"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mr,categories=igw
+// +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.spec.models`
+// +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.configRef.name`
+// +kubebuilder:printcolumn:name="Endpoints",type=integer,JSONPath=`.status.readyEndpoints`,description="Ready endpoints"
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalEndpoints`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ModelRoute serves one model, and its LoRA adapters, from a pool of model server pods
+// through the gateway of an InferenceGatewayConfig.
+type ModelRoute struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ModelRouteSpec   `json:"spec"`
+	Status ModelRouteStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ModelRouteList is a list of ModelRoutes.
+type ModelRouteList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ModelRoute `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ModelRoute{}, &ModelRouteList{})
+}

@@ -1,0 +1,30 @@
+// Command manager is the igw operator.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/igw-dev/igw/pkg/manager"
+)
+
+func main() {
+	opts := manager.NewOptions()
+	zapOpts := zap.Options{}
+	opts.AddFlags(flag.CommandLine)
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := manager.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {
+		ctrl.Log.Error(err, "operator stopped")
+		os.Exit(1)
+	}
+}

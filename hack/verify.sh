@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fails when generated files are stale, Go code is not gofmt'ed, or go vet complains.
+# It regenerates into the tree, compares with what was there, and puts the old
+# files back, so running it never changes the checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+generated=(api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml)
+snapshot=$(mktemp -d)
+trap 'rm -rf "$snapshot"' EXIT
+for p in "${generated[@]}"; do
+	if [ -e "$p" ]; then mkdir -p "$snapshot/$(dirname "$p")" && cp -r "$p" "$snapshot/$p"; fi
+done
+
+make -s generate manifests >/dev/null
+stale=0
+for p in "${generated[@]}"; do
+	if ! diff -ruN "$snapshot/$p" "$p" >"$snapshot/diff" 2>&1; then
+		echo "verify: $p is stale; run 'make generate manifests' and commit the result:" >&2
+		head -40 "$snapshot/diff" >&2
+		stale=1
+	fi
+done
+if [ "$stale" = 1 ]; then
+	for p in "${generated[@]}"; do
+		rm -rf "$p"
+		if [ -e "$snapshot/$p" ]; then cp -r "$snapshot/$p" "$p"; fi
+	done
+	exit 1
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go' --cached --others --exclude-standard))
+if [ -n "$unformatted" ]; then
+	echo "verify: not gofmt'ed (run 'make fmt'):" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+
+go vet ./...
+echo "verify: ok"

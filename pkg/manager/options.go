@@ -1,0 +1,66 @@
+// Package manager runs the igw operator: it builds the controller-runtime manager
+// and registers the reconcilers of package controllers.
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// Options are the operator's flags, defaults and validation in one place.
+type Options struct {
+	MetricsAddr             string
+	ProbeAddr               string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNS        string
+	SyncPeriod              time.Duration
+	WatchNamespace          string
+	EPPImage                string
+	BBRImage                string
+	MaxConcurrentReconciles int
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		MetricsAddr:             ":8080",
+		ProbeAddr:               ":8081",
+		LeaderElectionID:        "igw-operator.igw.dev",
+		SyncPeriod:              10 * time.Hour,
+		EPPImage:                "ghcr.io/igw-dev/igw-epp:latest",
+		BBRImage:                "ghcr.io/igw-dev/igw-bbr:latest",
+		MaxConcurrentReconciles: 4,
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 turns it off.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one replica reconciles.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", o.LeaderElectionNS, "Namespace of the Lease; the pod's namespace when empty.")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "How often every object is reconciled even without changes.")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Reconcile objects of this namespace only; all namespaces when empty.")
+	fs.StringVar(&o.EPPImage, "epp-image", o.EPPImage, "Image of the endpoint picker, unless a config or route names one.")
+	fs.StringVar(&o.BBRImage, "bbr-image", o.BBRImage, "Image of the body-based router, unless a config names one.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Reconciles that may run at once per kind.")
+}
+
+// Validate reports every invalid option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SyncPeriod < time.Minute {
+		errs = append(errs, fmt.Errorf("--sync-period must be at least 1m, got %s", o.SyncPeriod))
+	}
+	if o.EPPImage == "" || o.BBRImage == "" {
+		errs = append(errs, errors.New("--epp-image and --bbr-image must not be empty"))
+	}
+	if o.MaxConcurrentReconciles < 1 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles))
+	}
+	return errors.Join(errs...)
+}
