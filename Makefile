@@ -5,6 +5,8 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 CONTROLLER_GEN := $(GO) tool controller-gen
 BIN := bin
+# Operator version written into the OLM bundle.
+VERSION ?= 0.1.0
 CMDS := manager epp bbr modelsim igw-bench
 # Time each fuzz target runs in `make test`: long enough to exercise the parsers, short for CI.
 FUZZTIME ?= 10s
@@ -27,6 +29,10 @@ generate: ## Write deepcopy code for the API types.
 manifests: ## Write CRDs (config/crd/bases) and RBAC (config/rbac/role.yaml) from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:maxDescLen=400 paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(GO) run ./hack/bundle --version $(VERSION)
+
+.PHONY: bundle
+bundle: manifests ## Write the OLM bundle (bundle/) from config/manifests and check it.
 
 .PHONY: fmt
 fmt: ## gofmt the tree.

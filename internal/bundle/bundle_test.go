@@ -1,0 +1,126 @@
+package bundle
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/igw-dev/igw/internal/testenv"
+)
+
+func committedBundle() string { return filepath.Join(testenv.RepoRoot(), "bundle") }
+
+func generateInto(t *testing.T) string {
+	t.Helper()
+	out := t.TempDir()
+	if err := Generate(Options{Root: testenv.RepoRoot(), OutDir: out, Version: DefaultVersion, Channels: []string{"alpha"}}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestCommittedBundleIsFresh(t *testing.T) {
+	fresh := generateInto(t)
+	err := filepath.WalkDir(fresh, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(fresh, path)
+		want, _ := os.ReadFile(path)
+		got, readErr := os.ReadFile(filepath.Join(committedBundle(), rel))
+		if readErr != nil || string(got) != string(want) {
+			t.Errorf("bundle/%s is stale or missing: run 'make bundle' and commit the result", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCommittedBundleValidates(t *testing.T) {
+	for _, err := range Validate(committedBundle()) {
+		t.Error(err)
+	}
+}
+
+func TestValidateRejectsBrokenBundles(t *testing.T) {
+	csvFile := filepath.Join("manifests", PackageName+".clusterserviceversion.yaml")
+	cases := []struct {
+		name    string
+		breakIt func(t *testing.T, dir string)
+		want    string
+	}{
+		{"owned CRD missing", func(t *testing.T, dir string) {
+			remove(t, dir, "manifests/modelroutes.gateway.igw.dev.yaml")
+		}, "owns CRD modelroutes.gateway.igw.dev, but the bundle does not carry it"},
+		{"version not semver", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "version: "+DefaultVersion, "version: one")
+		}, `spec.version "one" is not semver`},
+		{"name does not match version", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "name: igw.v"+DefaultVersion, "name: igw.v9.9.9")
+		}, `metadata.name is "igw.v9.9.9"`},
+		{"no install mode", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "supported: true", "supported: false")
+		}, "supports no install mode"},
+		{"example of a foreign kind", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, `"kind": "ModelRoute"`, `"kind": "Route"`)
+		}, `alm-examples has a "Route"`},
+		{"kind OLM cannot install", func(t *testing.T, dir string) {
+			write(t, dir, "manifests/extra.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
+		}, `OLM does not install objects of kind "Deployment"`},
+		{"wrong mediatype", func(t *testing.T, dir string) {
+			replace(t, dir, "metadata/annotations.yaml", "registry+v1", "helm")
+		}, "mediatype.v1 is \"helm\""},
+		{"default channel outside channels", func(t *testing.T, dir string) {
+			replace(t, dir, "metadata/annotations.yaml", "channel.default.v1: alpha", "channel.default.v1: stable")
+		}, `default channel "stable" is not one of the channels`},
+		{"permissions for an unknown account", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "serviceAccountName: igw-controller-manager\n      deployments", "serviceAccountName: someone\n      deployments")
+		}, `service account "someone"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := generateInto(t)
+			if errs := Validate(dir); len(errs) != 0 {
+				t.Fatalf("the unbroken bundle already fails: %v", errs)
+			}
+			c.breakIt(t, dir)
+			var msgs []string
+			for _, err := range Validate(dir) {
+				msgs = append(msgs, err.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), c.want) {
+				t.Fatalf("want an error containing %q, got %q", c.want, msgs)
+			}
+		})
+	}
+}
+
+func replace(t *testing.T, dir, file, old, new string) {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("%s does not contain %q", file, old)
+	}
+	write(t, dir, file, strings.Replace(string(data), old, new, 1))
+}
+
+func write(t *testing.T, dir, file, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func remove(t *testing.T, dir, file string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, file)); err != nil {
+		t.Fatal(err)
+	}
+}
