@@ -170,7 +170,7 @@ func fillCSV(csv *unstructured.Unstructured, opts Options, deploy *unstructured.
 	install := map[string]any{
 		"strategy": "deployment",
 		"spec": map[string]any{
-			"deployments": []any{map[string]any{"name": deploy.GetName(), "label": toJSONValue(deploy.GetLabels()), "spec": depSpec}},
+			"deployments":        []any{map[string]any{"name": deploy.GetName(), "label": toJSONValue(deploy.GetLabels()), "spec": depSpec}},
 			"clusterPermissions": permissions(sa, clusterRoles),
 			"permissions":        permissions(sa, roles),
 		},
@@ -178,7 +178,9 @@ func fillCSV(csv *unstructured.Unstructured, opts Options, deploy *unstructured.
 	if err := set(install, "spec", "install"); err != nil {
 		return err
 	}
-	sort.Slice(examples, func(i, j int) bool { return examples[i].GetKind()+examples[i].GetName() < examples[j].GetKind()+examples[j].GetName() })
+	sort.Slice(examples, func(i, j int) bool {
+		return examples[i].GetKind()+examples[i].GetName() < examples[j].GetKind()+examples[j].GetName()
+	})
 	var almExamples []map[string]any
 	for _, e := range examples {
 		e.SetNamespace("")
