@@ -1,0 +1,325 @@
+package bbr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// outcome classifies what a body means for routing.
+type outcome int
+
+const (
+	outInvalid outcome = iota
+	outNotObject
+	outMissing // absent or null
+	outNotString
+	outFound
+)
+
+func (o outcome) String() string {
+	return [...]string{"invalid", "not-object", "missing", "not-string", "found"}[o]
+}
+
+// reference is the oracle: what encoding/json makes of the body.
+func reference(doc []byte) (outcome, string) {
+	if !json.Valid(doc) {
+		return outInvalid, ""
+	}
+	if bytes.TrimLeft(doc, " \t\r\n")[0] != '{' {
+		return outNotObject, ""
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &members); err != nil {
+		panic(fmt.Sprintf("valid object rejected by Unmarshal: %v", err))
+	}
+	raw, ok := members["model"]
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case !ok || string(raw) == "null":
+		return outMissing, ""
+	case raw[0] != '"':
+		return outNotString, ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		panic(fmt.Sprintf("string member rejected: %v", err))
+	}
+	return outFound, s
+}
+
+// classify maps ExtractModel's answer onto the same outcomes.
+func classify(model string, found bool, err error) (outcome, string) {
+	var syn *SyntaxError
+	var typ *ModelTypeError
+	switch {
+	case errors.As(err, &syn):
+		return outInvalid, ""
+	case errors.Is(err, ErrNotObject):
+		return outNotObject, ""
+	case errors.As(err, &typ):
+		return outNotString, ""
+	case err != nil:
+		panic(err)
+	case !found:
+		return outMissing, ""
+	}
+	return outFound, model
+}
+
+// scanInChunks feeds doc to one scanner chunk bytes at a time, as a streamed body arrives.
+func scanInChunks(doc []byte, chunk int) (string, bool, error) {
+	var s modelScanner
+	for end := chunk; end < len(doc); end += chunk {
+		if err := s.scan(doc[:end], false); err != nil {
+			return "", false, err
+		}
+	}
+	if err := s.scan(doc, true); err != nil {
+		return "", false, err
+	}
+	return s.model(doc)
+}
+
+// checkAgainstReference fails t when ExtractModel, whole or in chunks, disagrees
+// with encoding/json on doc.
+func checkAgainstReference(t *testing.T, doc []byte) {
+	t.Helper()
+	wantOut, wantModel := reference(doc)
+	gotOut, gotModel := classify(ExtractModel(doc))
+	if gotOut != wantOut || gotModel != wantModel {
+		t.Fatalf("ExtractModel(%q) = %v %q; encoding/json says %v %q", doc, gotOut, gotModel, wantOut, wantModel)
+	}
+	for _, chunk := range []int{1, 3, 64} {
+		if chunk >= len(doc) {
+			break
+		}
+		out, model := classify(scanInChunks(doc, chunk))
+		if out != wantOut || model != wantModel {
+			t.Fatalf("in %d-byte chunks, %q = %v %q; encoding/json says %v %q", chunk, doc, out, model, wantOut, wantModel)
+		}
+	}
+}
+
+// seedCorpus is the hand-written part of the fuzz corpus: every rule the scanner must
+// share with encoding/json, as valid and invalid documents.
+var seedCorpus = []string{
+	`{"model":"llama"}`,
+	` {"model" : "llama" } `,
+	"\t\r\n{\n\"model\":\n\"a\"\n}\n",
+	`{"model":"a","model":"b"}`,
+	`{"model":"a","model":null}`,
+	`{"model":null,"model":"b"}`,
+	`{"model":"a","model":1}`,
+	`{"model":1,"model":"b"}`,
+	`{"model":null}`,
+	`{}`,
+	`{"other":"x"}`,
+	`{"Model":"case matters"}`,
+	`{"MODEL":"x"}`,
+	`{"mod\u0065l":"escaped key"}`,
+	`{"\u006d\u006F\u0064\u0065\u006c":"all escaped"}`,
+	`{"model\u0000":"nul suffix"}`,
+	`{"model ":"trailing space"}`,
+	`{"mode":"short"}`,
+	`{"models":"long"}`,
+	`{"model":"\ud83d\ude00 pair"}`,
+	`{"model":"\ud83d lone high"}`,
+	`{"model":"\ude00 lone low"}`,
+	`{"model":"\ud83d\u0041 high then BMP"}`,
+	`{"model":"\ud83d\ud83d\ude00 high high low"}`,
+	`{"model":"esc \" \\ \/ \b \f \n \r \t"}`,
+	"{\"model\":\"raw \xff invalid utf8\"}",
+	"{\"model\":\"\xed\xa0\x80 encoded surrogate\"}",
+	"{\"model\":\"\xe2\x82 truncated\"}",
+	"{\"model\":\"ok é ✓ 😀\"}",
+	"{\"mod\xffel\":\"invalid key byte\"}",
+	`{"model":1}`,
+	`{"model":-0.5e+10}`,
+	`{"model":true}`,
+	`{"model":false}`,
+	`{"model":{"name":"x"}}`,
+	`{"model":["x"]}`,
+	`{"a":{"model":"nested"},"b":[{"model":"in array"}]}`,
+	`{"a":{"model":"nested"}}`,
+	`[{"model":"x"}]`,
+	`"model"`,
+	`null`,
+	`123`,
+	`-0`,
+	`true`,
+	``,
+	` `,
+	`{`,
+	`{"model"`,
+	`{"model":`,
+	`{"model":"x"`,
+	`{"model":"x",}`,
+	`{"model":"x"}}`,
+	`{"model":"x"} {}`,
+	`{"model":"x"} x`,
+	`{model:"x"}`,
+	`{'model':'x'}`,
+	`{"model":"x" "a":1}`,
+	`{"a":1,,"model":"x"}`,
+	`{"a":[1,],"model":"x"}`,
+	`{"a":[,1],"model":"x"}`,
+	`{"a":01,"model":"x"}`,
+	`{"a":1.,"model":"x"}`,
+	`{"a":.1,"model":"x"}`,
+	`{"a":1e,"model":"x"}`,
+	`{"a":1e+,"model":"x"}`,
+	`{"a":-,"model":"x"}`,
+	`{"a":+1,"model":"x"}`,
+	`{"a":1E-7,"b":0.0e0,"c":-12.5E+3,"model":"x"}`,
+	`{"a":1e400,"model":"big number is valid JSON"}`,
+	`{"a":tru,"model":"x"}`,
+	`{"a":nul,"model":"x"}`,
+	`{"a":True,"model":"x"}`,
+	`{"a":NaN,"model":"x"}`,
+	"{\"a\":\"ctl \x01 char\",\"model\":\"x\"}",
+	"{\"a\":\"tab \t raw\",\"model\":\"x\"}",
+	`{"a":"bad \x escape","model":"x"}`,
+	`{"a":"bad \u12 escape","model":"x"}`,
+	`{"a":"bad \uZZZZ escape","model":"x"}`,
+	"\xef\xbb\xbf{\"model\":\"bom\"}",
+	`{"model":"x"}` + "\x00",
+	`{"a":{"b":{"c":[[[{"d":null}]]]}},"model":"deep"}`,
+	`{"messages":[{"role":"user","content":"hi \"model\": \"fake\""}],"model":"real"}`,
+	`{"model":""}`,
+}
+
+func FuzzExtractModel(f *testing.F) {
+	for _, s := range seedCorpus {
+		f.Add([]byte(s))
+	}
+	for _, b := range apiBodies() {
+		if len(b.body) <= 4<<10 { // large seeds make the fuzzer's minimization crawl
+			f.Add(b.body)
+		}
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkAgainstReference(t, doc)
+	})
+}
+
+func TestSeedCorpusAgreesWithEncodingJSON(t *testing.T) {
+	for _, s := range seedCorpus {
+		checkAgainstReference(t, []byte(s))
+	}
+}
+
+func TestNestingLimitMatchesEncodingJSON(t *testing.T) {
+	for _, depth := range []int{maxNestingDepth - 1, maxNestingDepth, maxNestingDepth + 1} {
+		arrays := `{"model":"m","a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
+		objects := strings.Repeat(`{"a":`, depth) + `1` + strings.Repeat(`}`, depth)
+		checkAgainstReference(t, []byte(arrays))
+		checkAgainstReference(t, []byte(objects))
+	}
+}
+
+// TestGeneratedCorpusAgreesWithEncodingJSON runs the differential check on random
+// documents, valid and damaged, from a fixed seed: the fuzzer's job in miniature, on
+// every test run.
+func TestGeneratedCorpusAgreesWithEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		doc := genDocument(rng)
+		if rng.IntN(3) == 0 {
+			doc = damage(rng, doc)
+		}
+		checkAgainstReference(t, doc)
+	}
+}
+
+// genDocument writes a random object whose top level sometimes holds "model"
+// (possibly several times, escaped, or of the wrong type).
+func genDocument(rng *rand.Rand) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	n := rng.IntN(5)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(pick(rng, ",", " , ", ",\n"))
+		}
+		key := pick(rng, `"model"`, `"mod\u0065l"`, `"messages"`, `"prompt"`, `"Model"`, `"input"`, `"model\u0000"`)
+		b.WriteString(key)
+		b.WriteString(pick(rng, ":", " : ", ":\t"))
+		genValue(rng, &b, 0)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func genValue(rng *rand.Rand, b *bytes.Buffer, depth int) {
+	kind := rng.IntN(8)
+	if depth > 3 {
+		kind = rng.IntN(4)
+	}
+	switch kind {
+	case 0, 1:
+		b.WriteString(genString(rng))
+	case 2:
+		b.WriteString(pick(rng, "0", "-1", "3.25", "1e9", "-0.0E-2", "12345678901234567890"))
+	case 3:
+		b.WriteString(pick(rng, "true", "false", "null"))
+	case 4, 5:
+		b.WriteByte('[')
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			genValue(rng, b, depth+1)
+		}
+		b.WriteByte(']')
+	default:
+		b.WriteByte('{')
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(pick(rng, `"model"`, `"role"`, `"content"`))
+			b.WriteByte(':')
+			genValue(rng, b, depth+1)
+		}
+		b.WriteByte('}')
+	}
+}
+
+func genString(rng *rand.Rand) string {
+	pieces := []string{"llama", "a", " ", `\"`, `\\`, `\n`, `\u00e9`, `\ud83d\ude00`, `\ud83d`, `\ude00`,
+		"é", "😀", "\xff", "\xed\xa0\x80", `\/`, "mistral-7b", "/", "-lora"}
+	var s strings.Builder
+	s.WriteByte('"')
+	for range rng.IntN(6) {
+		s.WriteString(pieces[rng.IntN(len(pieces))])
+	}
+	s.WriteByte('"')
+	return s.String()
+}
+
+// damage makes one random edit: delete, duplicate, or overwrite a byte.
+func damage(rng *rand.Rand, doc []byte) []byte {
+	if len(doc) == 0 {
+		return doc
+	}
+	i := rng.IntN(len(doc))
+	out := append([]byte(nil), doc[:i]...)
+	switch rng.IntN(3) {
+	case 0: // delete
+		out = append(out, doc[i+1:]...)
+	case 1: // duplicate
+		out = append(out, doc[i:]...)
+	default:
+		const alphabet = "{}[]\",:\\ 0-.eEtfnu\x01\xff"
+		out = append(out, alphabet[rng.IntN(len(alphabet))])
+		out = append(out, doc[i+1:]...)
+	}
+	return out
+}
+
+func pick(rng *rand.Rand, options ...string) string { return options[rng.IntN(len(options))] }

@@ -1,0 +1,131 @@
+package bbr
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names.
+const (
+	MetricRequests         = "igw_bbr_requests_total"
+	MetricParseDuration    = "igw_bbr_parse_duration_seconds"
+	MetricRequestBodyBytes = "igw_bbr_request_body_bytes"
+	MetricAdapterReloads   = "igw_bbr_adapter_mapping_reloads_total"
+	MetricAdapters         = "igw_bbr_adapter_mapping_adapters"
+)
+
+// Values of the outcome label of MetricRequests.
+const (
+	OutcomeRouted       = "routed"        // model read from the body
+	OutcomeDefaultModel = "default_model" // no model in the body; the default was used
+	OutcomePassThrough  = "pass_through"  // not a JSON request with a body
+	OutcomeInvalidJSON  = "invalid_json"  // 400: not a valid JSON object
+	OutcomeMissingModel = "missing_model" // 400: no model and no default
+	OutcomeInvalidModel = "invalid_model" // 400: model not a string, or not usable as a header
+	OutcomeTooLarge     = "too_large"     // 413
+)
+
+// Values of the result label of MetricAdapterReloads.
+const (
+	ReloadApplied = "applied" // a changed mapping was loaded
+	ReloadFailed  = "failed"  // the file was missing or invalid; the last good mapping stays
+)
+
+// MaxModelLabels bounds the distinct model label values: the model comes from
+// clients, and an unbounded label would let them grow the metric without limit.
+// Models seen after the bound are counted under OtherModelLabel.
+const (
+	MaxModelLabels  = 500
+	OtherModelLabel = "__other__"
+)
+
+// Metrics are the router's Prometheus metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	requests  *prometheus.CounterVec
+	parse     prometheus.Histogram
+	bodyBytes prometheus.Histogram
+	reloads   *prometheus.CounterVec
+	adapters  prometheus.Gauge
+
+	mu     sync.Mutex
+	models map[string]struct{}
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRequests,
+			Help: "Requests seen by the body-based router, by model (empty unless routed) and outcome.",
+		}, []string{"model", "outcome"}),
+		parse: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricParseDuration,
+			Help:    "Time spent scanning request bodies for the model, per request.",
+			Buckets: prometheus.ExponentialBucketsRange(2e-6, 0.25, 18),
+		}),
+		bodyBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricRequestBodyBytes,
+			Help:    "Size of routed request bodies.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 12), // 256 B to 1 GiB
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricAdapterReloads,
+			Help: "Adapter mapping file loads, by result.",
+		}, []string{"result"}),
+		adapters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricAdapters,
+			Help: "LoRA adapters in the mapping in use.",
+		}),
+		models: map[string]struct{}{},
+	}
+	reg.MustRegister(m.requests, m.parse, m.bodyBytes, m.reloads, m.adapters)
+	return m
+}
+
+func (m *Metrics) observe(outcome, model string, parse time.Duration, bodyBytes int) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(m.modelLabel(model), outcome).Inc()
+	if parse > 0 {
+		m.parse.Observe(parse.Seconds())
+	}
+	if bodyBytes > 0 {
+		m.bodyBytes.Observe(float64(bodyBytes))
+	}
+}
+
+func (m *Metrics) modelLabel(model string) string {
+	if model == "" {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.models[model]; ok {
+		return model
+	}
+	if len(m.models) >= MaxModelLabels {
+		return OtherModelLabel
+	}
+	m.models[model] = struct{}{}
+	return model
+}
+
+func (m *Metrics) reloaded(err error) {
+	if m == nil {
+		return
+	}
+	result := ReloadApplied
+	if err != nil {
+		result = ReloadFailed
+	}
+	m.reloads.WithLabelValues(result).Inc()
+}
+
+func (m *Metrics) adaptersInUse(n int) {
+	if m != nil {
+		m.adapters.Set(float64(n))
+	}
+}

@@ -1,0 +1,100 @@
+package bbr
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options configure one router process (cmd/bbr's command line).
+type Options struct {
+	GRPCPort    int
+	HealthPort  int
+	MetricsPort int
+	// BindAddress is the address every port listens on ("" for all interfaces).
+	BindAddress string
+
+	MaxRequestBodyBytes int64
+	DefaultModel        string
+	// AdapterMappingFile is the operator-rendered adapter → base model file ("" for none).
+	AdapterMappingFile         string
+	AdapterMappingPollInterval time.Duration
+	// BodyMode is "buffered" or "streamed", as Envoy's ext_proc filter is configured.
+	BodyMode string
+}
+
+// Defaults of the flags.
+const (
+	DefaultGRPCPort            = 9004
+	DefaultHealthPort          = 9005
+	DefaultMetricsPort         = 9091
+	DefaultMaxRequestBodyBytes = 4 << 20 // the InferenceGatewayConfig default
+)
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		GRPCPort: DefaultGRPCPort, HealthPort: DefaultHealthPort, MetricsPort: DefaultMetricsPort,
+		MaxRequestBodyBytes:        DefaultMaxRequestBodyBytes,
+		AdapterMappingPollInterval: time.Second,
+		BodyMode:                   string(Streamed),
+	}
+}
+
+// AddFlags registers the flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.GRPCPort, "grpc-port", o.GRPCPort, "Port of the ext_proc gRPC service.")
+	fs.IntVar(&o.HealthPort, "health-port", o.HealthPort, "Port of the gRPC health service (grpc.health.v1).")
+	fs.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "Port of /metrics, /healthz and /readyz over HTTP.")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (empty: all interfaces).")
+	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Largest JSON request body accepted; larger ones get 413.")
+	fs.StringVar(&o.DefaultModel, "default-model", o.DefaultModel, "Model for JSON bodies without one (empty: such bodies get 400).")
+	fs.StringVar(&o.AdapterMappingFile, "adapter-mapping-file", o.AdapterMappingFile, "YAML file mapping LoRA adapter names to base models (\"adapters: {name: base}\"); reloaded when it changes.")
+	fs.DurationVar(&o.AdapterMappingPollInterval, "adapter-mapping-poll-interval", o.AdapterMappingPollInterval, "How often the adapter mapping file is re-read.")
+	fs.StringVar(&o.BodyMode, "body-mode", o.BodyMode, "Request body mode of Envoy's ext_proc filter: buffered or streamed (FULL_DUPLEX_STREAMED). A mode Envoy announces overrides it.")
+}
+
+// Complete normalizes the options: the body mode may also be given by Envoy's
+// name for it.
+func (o *Options) Complete() {
+	o.BodyMode = strings.ToLower(strings.TrimSpace(o.BodyMode))
+	if o.BodyMode == "full_duplex_streamed" {
+		o.BodyMode = string(Streamed)
+	}
+}
+
+// Validate rejects inconsistent options.
+func (o *Options) Validate() error {
+	var errs []error
+	ports := map[int]string{}
+	for _, p := range []struct {
+		flag string
+		port int
+	}{{"--grpc-port", o.GRPCPort}, {"--health-port", o.HealthPort}, {"--metrics-port", o.MetricsPort}} {
+		if p.port < 0 || p.port > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d is out of range", p.flag, p.port))
+		}
+		if other, dup := ports[p.port]; dup && p.port != 0 {
+			errs = append(errs, fmt.Errorf("%s and %s are both %d", other, p.flag, p.port))
+		}
+		ports[p.port] = p.flag
+	}
+	if o.MaxRequestBodyBytes <= 0 {
+		errs = append(errs, errors.New("--max-request-body-bytes must be positive"))
+	}
+	if o.AdapterMappingPollInterval <= 0 {
+		errs = append(errs, errors.New("--adapter-mapping-poll-interval must be positive"))
+	}
+	if o.DefaultModel != "" {
+		if e := checkModelName(o.DefaultModel); e != nil {
+			errs = append(errs, fmt.Errorf("--default-model: %s", e.Message))
+		}
+	}
+	if _, err := ParseBodyMode(o.BodyMode); err != nil {
+		errs = append(errs, fmt.Errorf("--body-mode: %w", err))
+	}
+	return errors.Join(errs...)
+}
