@@ -1,0 +1,33 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParse: any input either fails with an error or yields a scenario that
+// validates; nothing panics.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(everyKey))
+	files, _ := filepath.Glob("../../../bench/scenarios/*.yaml")
+	for _, file := range files {
+		if data, err := os.ReadFile(file); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("a: &x [*x]"))
+	f.Add([]byte("name: x\nfleet: {}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data, "fuzz.yaml")
+		if err != nil {
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("parsed scenario does not validate: %v", err)
+		}
+		if len(s.PodConfigs(1)) == 0 {
+			t.Fatal("a valid scenario has pods")
+		}
+	})
+}

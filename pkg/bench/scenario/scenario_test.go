@@ -1,0 +1,176 @@
+package scenario
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The README's example shows every key of the schema at once.
+const everyKey = `
+name: mixed-gpu
+duration: 600s
+warmup: 60s
+scrapeInterval: 100ms
+fleet:
+  - name: h100
+    replicas: 4
+    gpu: H100
+    model: llama-3.1-8b
+    tensorParallel: 1
+    maxNumSeqs: 256
+    maxNumBatchedTokens: 8192
+    kvCacheTokens: auto
+    maxLoras: 4
+    loraLoadTime: 50ms
+    speedJitter: 0.05
+  - {name: a10g, replicas: 2, gpu: A10G, model: llama-3.1-8b, kvCacheTokens: 30000, maxLoras: 2}
+workload:
+  arrival:
+    type: onoff
+    rate: 20
+    cv: 1
+    on: 20s
+    off: 40s
+  stages:
+    - {rate: 5, duration: 120s}
+    - {rate: 40, duration: 60s}
+  input:  {dist: lognormal, median: 1000, sigma: 1.0, min: 16, max: 32000}
+  output: {dist: normal, mean: 130, stddev: 20, min: 1, max: 4000}
+  sharedPrefix:
+    groups: 150
+    usersPerGroup: 5
+    systemPromptTokens: 6000
+  multiTurn:
+    turns: 5
+    thinkTime: {dist: fixed, value: 5s}
+  lora:
+    adapters: 15
+    fraction: 0.8
+    popularity: {dist: zipf, s: 1.1}
+slo: {ttft: 2s, tpot: 100ms}
+`
+
+func TestParseEveryKey(t *testing.T) {
+	s, err := Parse([]byte(everyKey), "every.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "mixed-gpu" || s.Duration != 600*time.Second || s.Warmup != time.Minute || s.ScrapeInterval != 100*time.Millisecond {
+		t.Errorf("top level: %+v", s)
+	}
+	h := s.Fleet[0]
+	if h.Replicas != 4 || h.GPU != "H100" || h.TensorParallel != 1 || h.MaxNumSeqs != 256 || h.MaxNumBatchedTokens != 8192 ||
+		h.KVCacheTokens != 0 || h.MaxLoras != 4 || h.LoRALoadTime != 50*time.Millisecond || h.SpeedJitter != 0.05 {
+		t.Errorf("fleet[0]: %+v", h)
+	}
+	if s.Fleet[1].KVCacheTokens != 30000 {
+		t.Errorf("kvCacheTokens: %d", s.Fleet[1].KVCacheTokens)
+	}
+	w := s.Workload
+	if w.Arrival != (Arrival{Type: "onoff", Rate: 20, CV: 1, On: 20 * time.Second, Off: 40 * time.Second}) {
+		t.Errorf("arrival: %+v", w.Arrival)
+	}
+	if len(w.Stages) != 2 || w.Stages[1] != (Stage{Rate: 40, Duration: time.Minute}) {
+		t.Errorf("stages: %+v", w.Stages)
+	}
+	if w.Input.Dist != "lognormal" || w.Input.Median != Q(1000) || w.Input.Sigma != 1 || w.Input.Min != Q(16) || w.Input.Max != Q(32000) {
+		t.Errorf("input: %+v", w.Input)
+	}
+	if w.Output.Mean != Q(130) || w.Output.Stddev != Q(20) {
+		t.Errorf("output: %+v", w.Output)
+	}
+	if *w.SharedPrefix != (SharedPrefix{Groups: 150, UsersPerGroup: 5, SystemPromptTokens: 6000}) {
+		t.Errorf("sharedPrefix: %+v", w.SharedPrefix)
+	}
+	if w.MultiTurn.Turns != 5 || w.MultiTurn.ThinkTime.Value != Q(5) {
+		t.Errorf("multiTurn: %+v", w.MultiTurn)
+	}
+	if *w.LoRA != (LoRA{Adapters: 15, Fraction: 0.8, Popularity: Popularity{Dist: "zipf", S: 1.1}}) {
+		t.Errorf("lora: %+v", w.LoRA)
+	}
+	if s.SLO != (SLO{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond}) {
+		t.Errorf("slo: %+v", s.SLO)
+	}
+	if got := len(s.PodConfigs(1)); got != 6 {
+		t.Errorf("pods: %d", got)
+	}
+	if s.MaxContext() != 30000 {
+		t.Errorf("max context %d, want the A10G's 30000-token cache", s.MaxContext())
+	}
+}
+
+func TestScrapeIntervalDefault(t *testing.T) {
+	s, err := Parse([]byte(strings.Replace(everyKey, "scrapeInterval: 100ms\n", "", 1)), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ScrapeInterval != 50*time.Millisecond {
+		t.Fatalf("default scrape interval %v", s.ScrapeInterval)
+	}
+}
+
+func TestUnknownKeyNamesKeyFileAndLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, key string
+		line            int
+	}{
+		{"top", "name: x\ndurration: 5s\n", "durration", 2},
+		{"fleet", "name: x\nfleet:\n  - name: a\n    replicas: 1\n    gpus: H100\n", "gpus", 5},
+		{"nested flow", "name: x\nworkload:\n  input: {dist: fixed, valu: 3}\n", "valu", 3},
+		{"lora popularity", "name: x\nworkload:\n  lora:\n    popularity: {dist: zipf, s: 1, q: 2}\n", "q", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "bad.yaml")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			want := "bad.yaml:" + strconv.Itoa(tc.line) + ": unknown key \"" + tc.key + "\""
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not contain %q", err, want)
+			}
+		})
+	}
+}
+
+func TestInvalidValues(t *testing.T) {
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"arrival type", "type: onoff", "type: burst", "arrival.type must be one of"},
+		{"bad duration", "on: 20s", "on: 20 seconds", "want a duration"},
+		{"bad gpu", "gpu: H100\n", "gpu: B300\n", "GPU"},
+		{"dist", "dist: lognormal, median", "dist: pareto, median", "dist must be one of"},
+		{"kv tokens", "kvCacheTokens: auto", "kvCacheTokens: lots", "want auto or a positive number"},
+		{"duplicate key", "rate: 20", "rate: 20\n    rate: 30", "appears twice"},
+		{"mixed models", "model: llama-3.1-8b, kvCache", "model: qwen3-32b, kvCache", "a fleet serves one model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := strings.Replace(everyKey, tc.from, tc.to, 1)
+			if bad == everyKey {
+				t.Fatalf("edit %q not applied", tc.from)
+			}
+			_, err := Parse([]byte(bad), "bad.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPublicGridLoads(t *testing.T) {
+	files, err := filepath.Glob("../../../bench/scenarios/*.yaml")
+	if err != nil || len(files) < 6 {
+		t.Fatalf("grid files: %v %v", files, err)
+	}
+	for _, f := range files {
+		s, err := Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if s.ScrapeInterval != DefaultScrapeInterval || s.MaxContext() <= 0 {
+			t.Errorf("%s: scrape %v, max context %d", f, s.ScrapeInterval, s.MaxContext())
+		}
+	}
+}

@@ -1,0 +1,233 @@
+// Package workload generates a scenario's requests, deterministically per seed
+// and identically for every routing policy: arrival times of sessions, their
+// prompt texts and token IDs, output lengths and adapters. Prompts are built
+// with pkg/tokenizer so that a shared system prompt and a conversation's
+// history share leading KV-cache blocks exactly as the simulator caches them.
+//
+// A session is one request, or with multiTurn a conversation: its next turn's
+// prompt is the previous prompt, the previous reply (tokenizer.OutputText) and
+// new user text, released thinkTime after the previous turn finished. That
+// release depends on when the backend finished the turn, so the generator is
+// driven by the backend: Next/Pop for releases, Finished for completions.
+package workload
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/tokenizer"
+)
+
+// Request is one request of the workload.
+type Request struct {
+	// ID is unique in the run and stable across policies: session × turns + turn.
+	ID      uint64
+	Session int
+	Turn    int
+	// Arrival is when the client sends it, since the start of the run.
+	Arrival time.Duration
+	// Model is the served model; Adapter the LoRA adapter ("" for the base model).
+	Model   string
+	Adapter string
+	// Prompt is the text; Tokens its token IDs (tokenizer.Tokenize(Prompt)).
+	Prompt string
+	Tokens []uint32
+	// OutputTokens is the exact number of tokens the server generates.
+	OutputTokens int
+	// Counted is false for requests arriving during the warmup.
+	Counted bool
+}
+
+// session is one conversation's state.
+type session struct {
+	id      int
+	group   int // shared-prefix group, -1 for none
+	adapter string
+	inputs  []int // new user tokens per turn
+	outputs []int
+	thinks  []time.Duration
+	context string // prompt and reply of the last finished turn
+}
+
+// Generator releases a scenario's requests in time order. It is not safe for
+// concurrent use; a wall-clock backend serialises its calls.
+type Generator struct {
+	sc         *scenario.Scenario
+	seed       uint64
+	model      string
+	maxContext int
+	turns      int
+
+	arrivals    *arrivals
+	attrs       *rand.Rand
+	nextArrival time.Duration
+	hasArrival  bool
+	sessions    int
+
+	live     map[uint64]*session // sessions with a turn in flight or pending
+	followUp releases
+	system   []string // per group, built on first use
+	pop      *popularity
+}
+
+// New returns the workload of sc for seed. maxContext is the longest prompt
+// plus output every pod accepts: single requests are shortened to fit, and a
+// conversation ends when its next turn would not fit.
+func New(sc *scenario.Scenario, seed uint64, maxContext int) (*Generator, error) {
+	w := sc.Workload
+	g := &Generator{sc: sc, seed: seed, model: sc.Model(), maxContext: maxContext, turns: 1,
+		attrs: rand.New(rand.NewPCG(seed, 0x5e55)), live: map[uint64]*session{}}
+	if w.MultiTurn != nil {
+		g.turns = w.MultiTurn.Turns
+	}
+	if sp := w.SharedPrefix; sp != nil {
+		if sp.SystemPromptTokens+2 > maxContext {
+			return nil, fmt.Errorf("system prompts of %d tokens do not fit the fleet's context of %d tokens", sp.SystemPromptTokens, maxContext)
+		}
+		g.system = make([]string, sp.Groups)
+	}
+	if w.LoRA != nil && w.LoRA.Fraction > 0 {
+		g.pop = newPopularity(w.LoRA.Adapters, w.LoRA.Popularity)
+	}
+	g.arrivals = newArrivals(w.Arrival, w.Stages, sc.Duration, rand.New(rand.NewPCG(seed, 0xa441)))
+	g.nextArrival, g.hasArrival = g.arrivals.next()
+	return g, nil
+}
+
+// AdapterName is the name of adapter k (0-based; 0 is the most popular).
+func AdapterName(k int) string { return "adapter-" + strconv.Itoa(k+1) }
+
+// Next is the release time of the next request, false when none is known:
+// arrivals have stopped and no conversation awaits a release (one may still
+// follow a Finished call).
+func (g *Generator) Next() (time.Duration, bool) {
+	switch {
+	case len(g.followUp) > 0 && (!g.hasArrival || g.followUp[0].at <= g.nextArrival):
+		return g.followUp[0].at, true
+	case g.hasArrival:
+		return g.nextArrival, true
+	}
+	return 0, false
+}
+
+// Pop releases the request Next announced.
+func (g *Generator) Pop() *Request {
+	if len(g.followUp) > 0 && (!g.hasArrival || g.followUp[0].at <= g.nextArrival) {
+		r := heap.Pop(&g.followUp).(release)
+		return g.turn(r.s, r.turn, r.at)
+	}
+	if !g.hasArrival {
+		return nil
+	}
+	at := g.nextArrival
+	g.nextArrival, g.hasArrival = g.arrivals.next()
+	return g.turn(g.newSession(), 0, at)
+}
+
+// Finished tells the generator that req ended at the given time; ok is false
+// for a failed request, which ends its conversation.
+func (g *Generator) Finished(req *Request, at time.Duration, ok bool) {
+	s := g.live[req.ID]
+	if s == nil {
+		return
+	}
+	delete(g.live, req.ID)
+	next := req.Turn + 1
+	if !ok || next >= g.turns {
+		return
+	}
+	at += s.thinks[next]
+	s.context = tokenizer.Join(req.Prompt, tokenizer.OutputText(0, req.OutputTokens))
+	if at > g.sc.Duration || tokenizer.Count(s.context)+s.inputs[next]+s.outputs[next] > g.maxContext {
+		return // arrivals stop at the duration; a client stops at the context limit
+	}
+	heap.Push(&g.followUp, release{at: at, s: s, turn: next})
+}
+
+// newSession draws everything about a session up front, so that its content
+// does not depend on how fast a policy serves it.
+func (g *Generator) newSession() *session {
+	w := g.sc.Workload
+	r := g.attrs
+	s := &session{id: g.sessions, group: -1}
+	g.sessions++
+	if sp := w.SharedPrefix; sp != nil {
+		s.group = r.IntN(sp.Groups*sp.UsersPerGroup) / sp.UsersPerGroup
+	}
+	if g.pop != nil && r.Float64() < w.LoRA.Fraction {
+		s.adapter = AdapterName(g.pop.draw(r))
+	}
+	s.inputs, s.outputs, s.thinks = make([]int, g.turns), make([]int, g.turns), make([]time.Duration, g.turns)
+	for k := range g.turns {
+		s.inputs[k] = sampleCount(r, w.Input)
+		s.outputs[k] = sampleCount(r, w.Output)
+		if k > 0 {
+			s.thinks[k] = sampleDuration(r, w.MultiTurn.ThinkTime)
+		}
+	}
+	if s.group >= 0 {
+		s.context = g.systemPrompt(s.group)
+	}
+	return s
+}
+
+func (g *Generator) systemPrompt(group int) string {
+	if g.system[group] == "" {
+		g.system[group] = tokenizer.GenerateText(g.textSeed(-1, group), g.sc.Workload.SharedPrefix.SystemPromptTokens)
+	}
+	return g.system[group]
+}
+
+// textSeed names one piece of generated text: a session's turn, or (session
+// -1) a group's system prompt.
+func (g *Generator) textSeed(session, part int) uint64 {
+	return g.seed*0x9e3779b97f4a7c15 ^ uint64(session+1)<<20 ^ uint64(part)
+}
+
+// turn builds the request for turn k of s, arriving at at.
+func (g *Generator) turn(s *session, k int, at time.Duration) *Request {
+	input, output := s.inputs[k], s.outputs[k]
+	prefix := tokenizer.Count(s.context)
+	if k == 0 {
+		// A single request is shortened to fit the fleet rather than dropped.
+		output = max(1, min(output, g.maxContext-prefix-1))
+		input = max(1, min(input, g.maxContext-prefix-output))
+	}
+	prompt := tokenizer.Join(s.context, tokenizer.GenerateText(g.textSeed(s.id, k), input))
+	req := &Request{
+		ID: uint64(s.id)*uint64(g.turns) + uint64(k), Session: s.id, Turn: k, Arrival: at,
+		Model: g.model, Adapter: s.adapter, Prompt: prompt, Tokens: tokenizer.Tokenize(prompt),
+		OutputTokens: output, Counted: at >= g.sc.Warmup,
+	}
+	g.live[req.ID] = s
+	return req
+}
+
+// release is a conversation's next turn waiting for its time.
+type release struct {
+	at   time.Duration
+	s    *session
+	turn int
+}
+
+type releases []release
+
+func (h releases) Len() int { return len(h) }
+func (h releases) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].s.id < h[j].s.id
+}
+func (h releases) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *releases) Push(x any)   { *h = append(*h, x.(release)) }
+func (h *releases) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
+}
