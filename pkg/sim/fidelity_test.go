@@ -129,13 +129,47 @@ func (l *finishLog) last() Event {
 	return l.evs[len(l.evs)-1]
 }
 
+// clientTimingAttempts is how often a client-side timing measurement is taken
+// before a miss counts. Scheduler noise on a shared machine (other test packages
+// run beside this one) only ever delays what a client sees, so one clean attempt
+// shows the server's timing; the engine-clock checks are exact and never retried.
+const clientTimingAttempts = 3
+
+// attempt collects the client-side timing misses of one measurement.
+type attempt struct {
+	n      int
+	misses []string
+}
+
+func (a *attempt) missf(format string, args ...any) { a.misses = append(a.misses, fmt.Sprintf(format, args...)) }
+
 // checkClientTTFT compares a client-observed latency with the expected one,
 // allowing the tolerance plus httpAllowance.
-func checkClientTTFT(t *testing.T, what string, observed, want time.Duration, tolerance, speedup float64) {
-	t.Helper()
+func (a *attempt) checkClientTTFT(what string, observed, want time.Duration, tolerance, speedup float64) {
 	slack := engineDuration(httpAllowance, speedup)
 	if observed < time.Duration(float64(want)*(1-tolerance)) || observed > time.Duration(float64(want)*(1+tolerance))+slack {
-		t.Errorf("%s: client-observed TTFT %v, want %v within %.0f%% + %v", what, observed, want, 100*tolerance, slack)
+		a.missf("%s: client-observed TTFT %v, want %v within %.0f%% + %v", what, observed, want, 100*tolerance, slack)
+	}
+}
+
+// measureClientTiming runs measure (which starts its own server) until one run
+// has no client-side timing miss, at most clientTimingAttempts times; the misses
+// of the last run fail the test.
+func measureClientTiming(t *testing.T, measure func(a *attempt)) {
+	t.Helper()
+	for n := 1; ; n++ {
+		a := &attempt{n: n}
+		measure(a)
+		if len(a.misses) == 0 || t.Failed() {
+			return
+		}
+		if n == clientTimingAttempts {
+			for _, m := range a.misses {
+				t.Error(m)
+			}
+			return
+		}
+		t.Logf("attempt %d of %d missed client timing (machine busy?), measuring again: %v", n, clientTimingAttempts, a.misses)
 	}
 }
 
@@ -143,6 +177,10 @@ func checkClientTTFT(t *testing.T, what string, observed, want time.Duration, to
 // analytic values within 10%, for three prompt lengths on two GPUs: on the
 // engine's clock (as /metrics reports it) and as a client measures them.
 func TestLowLoadTimingMatchesProfile(t *testing.T) {
+	measureClientTiming(t, func(a *attempt) { lowLoadTiming(t, a) })
+}
+
+func lowLoadTiming(t *testing.T, a *attempt) {
 	for _, tc := range []struct {
 		gpu     string
 		speedup float64
@@ -169,9 +207,9 @@ func TestLowLoadTimingMatchesProfile(t *testing.T) {
 			if relErr(engineTTFT, wantTTFT) > 0.10 {
 				t.Errorf("%s prompt %d: engine TTFT %v, analytic %v", tc.gpu, promptLen, engineTTFT, wantTTFT)
 			}
-			checkClientTTFT(t, fmt.Sprintf("%s prompt %d", tc.gpu, promptLen), ttft, wantTTFT, 0.10, tc.speedup)
+			a.checkClientTTFT(fmt.Sprintf("%s prompt %d", tc.gpu, promptLen), ttft, wantTTFT, 0.10, tc.speedup)
 			if relErr(itl, wantITL) > 0.10 {
-				t.Errorf("%s prompt %d: client-observed ITL %v, analytic %v", tc.gpu, promptLen, itl, wantITL)
+				a.missf("%s prompt %d: client-observed ITL %v, analytic %v", tc.gpu, promptLen, itl, wantITL)
 			}
 		}
 	}
@@ -181,6 +219,10 @@ func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
 // Acceptance: a repeated prefix lowers TTFT by the cached fraction of the prefill.
 func TestRepeatedPrefixLowersObservedTTFT(t *testing.T) {
+	measureClientTiming(t, func(a *attempt) { repeatedPrefix(t, a) })
+}
+
+func repeatedPrefix(t *testing.T, a *attempt) {
 	const speedup = 2
 	srv, base := startServer(t, func(o *Options) { o.GPU = "A100"; o.Speedup = speedup })
 	warmUp(t, base)
@@ -202,7 +244,7 @@ func TestRepeatedPrefixLowersObservedTTFT(t *testing.T) {
 		if engineTTFT != want[i] || fin.CachedTokens != 3008*i {
 			t.Errorf("request %d: engine TTFT %v with %d cached, want %v", i, engineTTFT, fin.CachedTokens, want[i])
 		}
-		checkClientTTFT(t, fmt.Sprintf("request %d", i), client, want[i], 0.05, speedup)
+		a.checkClientTTFT(fmt.Sprintf("request %d", i), client, want[i], 0.05, speedup)
 	}
 	// The saving is exactly the cached share of the prefill work: 3008 tokens' compute.
 	if saved := (want[0] - want[1]).Seconds(); math.Abs(saved-3008*p.PerPrefillToken) > 1e-6 {
@@ -213,6 +255,10 @@ func TestRepeatedPrefixLowersObservedTTFT(t *testing.T) {
 // Acceptance: the first request for a non-resident adapter pays the load time,
 // once; the next request for it does not.
 func TestLoRALoadPaidOnceOverHTTP(t *testing.T) {
+	measureClientTiming(t, func(a *attempt) { loraLoadPaidOnce(t, a) })
+}
+
+func loraLoadPaidOnce(t *testing.T, a *attempt) {
 	const speedup = 5
 	const load = 500 * time.Millisecond
 	srv, base := startServer(t, func(o *Options) {
@@ -236,7 +282,7 @@ func TestLoRALoadPaidOnceOverHTTP(t *testing.T) {
 		if engineTTFT != want {
 			t.Errorf("request %d: engine TTFT %v, want %v", i+1, engineTTFT, want)
 		}
-		checkClientTTFT(t, fmt.Sprintf("adapter request %d", i+1), client, want, 0.05, speedup)
+		a.checkClientTTFT(fmt.Sprintf("adapter request %d", i+1), client, want, 0.05, speedup)
 	}
 }
 
@@ -244,6 +290,10 @@ func TestLoRALoadPaidOnceOverHTTP(t *testing.T) {
 // through the virtual-time driver gives the same per-request token timings:
 // exactly on the engine's clock, and within 5% as a client measures them.
 func TestRealTimeServerMatchesVirtualDriver(t *testing.T) {
+	measureClientTiming(t, func(a *attempt) { realTimeMatchesVirtual(t, a) })
+}
+
+func realTimeMatchesVirtual(t *testing.T, a *attempt) {
 	const speedup = 2
 	srv, base := startServer(t, func(o *Options) {
 		o.GPU = "L4"
@@ -326,7 +376,7 @@ func TestRealTimeServerMatchesVirtualDriver(t *testing.T) {
 		for k := range got {
 			observed := engineDuration(s.tokens[k].Sub(s.sent), speedup)
 			want := v.tokens[k] - v.arrival
-			checkClientTTFT(t, fmt.Sprintf("request %d token %d", id, k), observed, want, 0.05, speedup)
+			a.checkClientTTFT(fmt.Sprintf("request %d token %d", id, k), observed, want, 0.05, speedup)
 			if k == 0 {
 				worstTTFT = max(worstTTFT, relErr(observed, want))
 			} else {
