@@ -141,7 +141,9 @@ type attempt struct {
 	misses []string
 }
 
-func (a *attempt) missf(format string, args ...any) { a.misses = append(a.misses, fmt.Sprintf(format, args...)) }
+func (a *attempt) missf(format string, args ...any) {
+	a.misses = append(a.misses, fmt.Sprintf(format, args...))
+}
 
 // checkClientTTFT compares a client-observed latency with the expected one,
 // allowing the tolerance plus httpAllowance.
