@@ -14,12 +14,13 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -72,8 +73,13 @@ func (s *ExtProc) log() *slog.Logger {
 type exchange struct {
 	headers map[string]string
 	subset  []string
-	chunks  [][]byte
-	size    int64
+	// chunks are the request body as received; they are sent back unchanged.
+	chunks [][]byte
+	size   int64
+	// scratch holds the body joined as chunks arrive (from the second chunk
+	// on, so that the copy overlaps the transfer) and the parser's buffer;
+	// taken from scratchPool while the request path needs it.
+	scratch *scratch
 	debug   bool
 	stream  bool
 	// headersOnly: the request ended with its headers, so it has no body phase.
@@ -84,10 +90,97 @@ type exchange struct {
 	done        bool
 }
 
+// scratch is request-path memory reused across requests.
+type scratch struct {
+	body   []byte
+	parser requestbody.Parser
+}
+
+// Reuse limits: buffers above maxPooledBytes are left to the garbage
+// collector, and at most maxPooled scratches wait for reuse. A free list
+// rather than a sync.Pool: the pool is emptied by every other collection,
+// which at large bodies is every few requests, and a fresh buffer costs
+// zeroing.
+const (
+	maxPooledBytes = 4 << 20
+	maxPooled      = 8
+)
+
+var scratches struct {
+	sync.Mutex
+	free []*scratch
+}
+
+func (x *exchange) takeScratch() *scratch {
+	if x.scratch != nil {
+		return x.scratch
+	}
+	scratches.Lock()
+	if n := len(scratches.free); n > 0 {
+		x.scratch = scratches.free[n-1]
+		scratches.free = scratches.free[:n-1]
+	}
+	scratches.Unlock()
+	if x.scratch == nil {
+		x.scratch = new(scratch)
+	}
+	return x.scratch
+}
+
+// releaseScratch returns the scratch memory; nothing may use the joined body
+// or a prompt parsed from it afterwards.
+func (x *exchange) releaseScratch() {
+	sc := x.scratch
+	if sc == nil {
+		return
+	}
+	x.scratch = nil
+	if cap(sc.body) > maxPooledBytes || sc.parser.Cap() > maxPooledBytes {
+		return
+	}
+	sc.body = sc.body[:0]
+	scratches.Lock()
+	if len(scratches.free) < maxPooled {
+		scratches.free = append(scratches.free, sc)
+	}
+	scratches.Unlock()
+}
+
+// addChunk keeps a body chunk and, from the second one on, appends it to the
+// joined body.
+func (x *exchange) addChunk(c []byte) {
+	x.chunks = append(x.chunks, c)
+	if len(x.chunks) == 1 {
+		return
+	}
+	sc := x.takeScratch()
+	if len(x.chunks) == 2 {
+		want := len(x.chunks[0]) + len(c)
+		if n, err := strconv.Atoi(x.headers[wire.HeaderContentLength]); err == nil && n > want && n <= maxPooledBytes {
+			want = n
+		}
+		sc.body = append(slices.Grow(sc.body[:0], want), x.chunks[0]...)
+	}
+	sc.body = append(sc.body, c...)
+}
+
+// body is the whole request body; it aliases the scratch memory when the body
+// came in more than one chunk.
+func (x *exchange) body() []byte {
+	switch len(x.chunks) {
+	case 0:
+		return nil
+	case 1:
+		return x.chunks[0]
+	}
+	return x.scratch.body
+}
+
 // Process handles one HTTP request's ext_proc stream.
 func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	x := &exchange{}
 	defer s.finish(x, false)
+	defer x.releaseScratch()
 	for {
 		req, err := srv.Recv()
 		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
@@ -113,7 +206,7 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				return s.send(srv, immediate(apierror.TooLarge(limit)), x)
 			}
 			if len(body.GetBody()) > 0 {
-				x.chunks = append(x.chunks, body.GetBody())
+				x.addChunk(body.GetBody())
 			}
 			if body.GetEndOfStream() {
 				replies = s.route(srv, x)
@@ -159,10 +252,10 @@ func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *ext
 // request path: headers (+ metadata) then the body, or an immediate response.
 func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchange) []*extprocv3.ProcessingResponse {
 	received := s.now()
-	body := join(x.chunks, x.size)
+	defer x.releaseScratch()
 	req := &scheduling.Request{Headers: x.headers, Subset: x.subset}
-	if len(body) > 0 {
-		parsed, perr := requestbody.Parse(body)
+	if body := x.body(); len(body) > 0 {
+		parsed, perr := x.takeScratch().parser.Parse(body)
 		if perr != nil {
 			return s.reject(x, perr, "bad-request")
 		}
@@ -177,6 +270,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	}
 	start := s.now()
 	res, err := s.Director.Schedule(srv.Context(), req, x.debug, start)
+	req.Prompt = "" // it shares the scratch memory, which is about to be reused
 	if s.Metrics != nil {
 		s.Metrics.SchedulingDuration.Observe(s.now().Sub(start).Seconds())
 		s.Metrics.Decisions.WithLabelValues(res.Reason).Inc()
@@ -384,15 +478,4 @@ func subsetHint(md *corev3.Metadata) []string {
 		}
 	}
 	return out
-}
-
-// join returns the body as one slice without copying a single chunk.
-func join(chunks [][]byte, size int64) []byte {
-	switch len(chunks) {
-	case 0:
-		return nil
-	case 1:
-		return chunks[0]
-	}
-	return bytes.Join(chunks, nil)[:size]
 }

@@ -1,0 +1,55 @@
+package requestbody
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkParse512KiB parses a 512 KiB chat body (plain text, and text with a
+// newline and quotes every ~60 bytes) with a reused Parser, against a plain
+// copy of the body measured in the same run: body-copies is what one parse
+// costs in copies of the body.
+func BenchmarkParse512KiB(b *testing.B) {
+	for _, c := range []struct{ name, unit string }{
+		{"plain", "lorem ipsum "},
+		{"escaped", "He said \"yes\".\nThen\tleft; lorem ipsum dolor sit amet, sed do.\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			text := strings.Repeat(c.unit, (512<<10)/len(c.unit)+1)
+			body, _ := json.Marshal(map[string]any{"model": "llama", "stream": true,
+				"messages": []map[string]string{{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}}})
+			b.SetBytes(int64(len(body)))
+			var p Parser
+			dst := make([]byte, len(body))
+			var parse, copying time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				r, err := p.Parse(body)
+				t1 := time.Now()
+				copy(dst, body)
+				copying += time.Since(t1)
+				parse += t1.Sub(t0)
+				if err != nil || len(r.Prompt) < len(text) {
+					b.Fatal(err, len(r.Prompt))
+				}
+			}
+			b.ReportMetric(float64(parse)/float64(max(copying, 1)), "body-copies")
+		})
+	}
+}
+
+// BenchmarkParseSmall is a typical short chat request.
+func BenchmarkParseSmall(b *testing.B) {
+	body := []byte(fmt.Sprintf(`{"model":"llama","stream":true,"max_tokens":64,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":%q}]}`,
+		strings.Repeat("hello there ", 40)))
+	var p Parser
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Parse(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
