@@ -67,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		bodyBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricRequestBodyBytes,
-			Help:    "Size of routed request bodies.",
+			Help:    "Size of the request bodies scanned.",
 			Buckets: prometheus.ExponentialBuckets(256, 4, 12), // 256 B to 1 GiB
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -84,15 +84,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(outcome, model string, parse time.Duration, bodyBytes int) {
-	if m == nil {
-		return
+// request counts one request's outcome.
+func (m *Metrics) request(outcome, model string) {
+	if m != nil {
+		m.requests.WithLabelValues(m.modelLabel(model), outcome).Inc()
 	}
-	m.requests.WithLabelValues(m.modelLabel(model), outcome).Inc()
-	if parse > 0 {
+}
+
+// scanned records the time spent scanning one body, and its size.
+func (m *Metrics) scanned(parse time.Duration, bodyBytes int) {
+	if m != nil {
 		m.parse.Observe(parse.Seconds())
-	}
-	if bodyBytes > 0 {
 		m.bodyBytes.Observe(float64(bodyBytes))
 	}
 }

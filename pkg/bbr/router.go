@@ -25,7 +25,8 @@ type HeaderGetter interface {
 
 // RouterConfig configures a Router.
 type RouterConfig struct {
-	// MaxRequestBodyBytes is the largest body accepted; larger ones get a 413.
+	// MaxRequestBodyBytes is the largest body accepted; larger ones get a 413
+	// (DefaultMaxRequestBodyBytes when 0).
 	MaxRequestBodyBytes int64
 	// DefaultModel routes bodies without a model; empty means such bodies get a 400.
 	DefaultModel string
@@ -43,6 +44,9 @@ type Router struct {
 
 // NewRouter returns a Router with an empty adapter mapping.
 func NewRouter(cfg RouterConfig) *Router {
+	if cfg.MaxRequestBodyBytes <= 0 {
+		cfg.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
 	r := &Router{cfg: cfg}
 	r.SetAdapters(nil)
 	return r
@@ -119,7 +123,7 @@ func (r *Router) Begin(h HeaderGetter) (*Session, *apierror.Error) {
 	s := &Session{r: r}
 	if !isJSON(h.Get(wire.HeaderContentType)) {
 		s.passThrough = true
-		r.cfg.Metrics.observe(OutcomePassThrough, "", 0, 0)
+		r.cfg.Metrics.request(OutcomePassThrough, "")
 		return s, nil
 	}
 	if cl := h.Get(wire.HeaderContentLength); cl != "" {
@@ -154,6 +158,7 @@ type Session struct {
 	body        []byte
 	scanner     modelScanner
 	parseTime   time.Duration
+	scanned     bool // scan ran at least once: parseTime is worth recording
 	failed      bool
 }
 
@@ -199,6 +204,7 @@ func (s *Session) check() *apierror.Error {
 	start := time.Now()
 	err := s.scanner.scan(s.body, false)
 	s.parseTime += time.Since(start)
+	s.scanned = true
 	if err != nil {
 		return s.fail(OutcomeInvalidJSON, invalidJSON(err))
 	}
@@ -213,7 +219,7 @@ func (s *Session) Finish() (Decision, *apierror.Error) {
 	}
 	if len(s.body) == 0 {
 		s.passThrough = true
-		s.r.cfg.Metrics.observe(OutcomePassThrough, "", 0, 0)
+		s.r.cfg.Metrics.request(OutcomePassThrough, "")
 		return Decision{PassThrough: true}, nil
 	}
 	start := time.Now()
@@ -224,6 +230,7 @@ func (s *Session) Finish() (Decision, *apierror.Error) {
 		model, found, err = s.scanner.model(s.body)
 	}
 	s.parseTime += time.Since(start)
+	s.scanned = true
 
 	var typeErr *ModelTypeError
 	switch {
@@ -251,14 +258,21 @@ func (s *Session) Finish() (Decision, *apierror.Error) {
 		d.Model, d.Defaulted, outcome = s.r.cfg.DefaultModel, true, OutcomeDefaultModel
 	}
 	d.BaseModel = s.r.Adapters()[d.Model]
-	s.r.cfg.Metrics.observe(outcome, d.Model, s.parseTime, len(s.body))
+	s.record(outcome, d.Model)
 	return d, nil
 }
 
 func (s *Session) fail(outcome string, e *apierror.Error) *apierror.Error {
 	s.failed = true
-	s.r.cfg.Metrics.observe(outcome, "", s.parseTime, 0)
+	s.record(outcome, "")
 	return e
+}
+
+func (s *Session) record(outcome, model string) {
+	s.r.cfg.Metrics.request(outcome, model)
+	if s.scanned {
+		s.r.cfg.Metrics.scanned(s.parseTime, len(s.body))
+	}
 }
 
 func invalidJSON(err error) *apierror.Error {

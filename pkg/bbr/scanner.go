@@ -160,20 +160,8 @@ func (s *modelScanner) scan(doc []byte, atEOF bool) error {
 			i++
 
 		case stString:
-			i += indexStringSpecial(doc[i:])
-			if i == len(doc) {
-				continue
-			}
-			switch c = doc[i]; {
-			case c == '"':
-				i++
-				st = s.endString(doc, i)
-			case c == '\\':
-				s.strEscaped = true
-				st = stStringEsc
-				i++
-			default:
-				return s.fail(i, c, "in string literal")
+			if i, st = s.scanString(doc, i); s.err != nil {
+				return s.err
 			}
 
 		case stStringEsc:
@@ -288,6 +276,50 @@ func (s *modelScanner) scan(doc []byte, atEOF bool) error {
 	}
 	s.err = &SyntaxError{Offset: int64(len(doc)), msg: "unexpected end of JSON input"}
 	return s.err
+}
+
+// scanString steps over string content from offset i, up to and including the
+// closing quote. Escapes complete in doc are checked here, without leaving the
+// loop: prompts are full of them. One cut by the end of doc is left to the
+// escape states, which resume it when more arrives.
+func (s *modelScanner) scanString(doc []byte, i int) (int, scanState) {
+	for {
+		i += indexStringSpecial(doc[i:])
+		if i == len(doc) {
+			return i, stString
+		}
+		switch c := doc[i]; c {
+		case '"':
+			i++
+			return i, s.endString(doc, i)
+		case '\\':
+			s.strEscaped = true
+			if i+1 == len(doc) {
+				return i + 1, stStringEsc
+			}
+			switch e := doc[i+1]; e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(doc) {
+					return i + 1, stStringEsc
+				}
+				for j := i + 2; j < i+6; j++ {
+					if !isHex(doc[j]) {
+						s.fail(j, doc[j], "in \\u hexadecimal character escape")
+						return j, stString
+					}
+				}
+				i += 6
+			default:
+				s.fail(i+1, e, "in string escape code")
+				return i + 1, stString
+			}
+		default:
+			s.fail(i, c, "in string literal")
+			return i, stString
+		}
+	}
 }
 
 // beginValue starts the value whose first byte c is at offset i.
