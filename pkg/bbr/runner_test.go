@@ -1,0 +1,203 @@
+package bbr
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// mountedMapping lays out a ConfigMap volume holding the adapter mapping and
+// updates it as the kubelet does: a new directory, then an atomic swap of ..data.
+type mountedMapping struct {
+	t   *testing.T
+	dir string
+	gen int
+}
+
+func newMountedMapping(t *testing.T, content string) *mountedMapping {
+	m := &mountedMapping{t: t, dir: t.TempDir()}
+	m.update(content)
+	if err := os.Symlink(filepath.Join("..data", AdapterMappingFileName), m.path()); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (m *mountedMapping) path() string { return filepath.Join(m.dir, AdapterMappingFileName) }
+
+func (m *mountedMapping) update(content string) {
+	m.gen++
+	gen := filepath.Join(m.dir, "..2026_gen"+strings.Repeat("_", m.gen))
+	tmp := filepath.Join(m.dir, "..data_tmp")
+	if err := os.Mkdir(gen, 0o755); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gen, AdapterMappingFileName), []byte(content), 0o644); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(gen), tmp); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(m.dir, "..data")); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+func startRunner(t *testing.T, o *Options) *Runner {
+	t.Helper()
+	o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- r.Run(ctx, ready) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return r
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
+	mapping := newMountedMapping(t, "adapters: {sql-lora: llama-8b}")
+	o := NewOptions()
+	o.AdapterMappingFile, o.AdapterMappingPollInterval = mapping.path(), 5*time.Millisecond
+	r := startRunner(t, o)
+
+	conn, err := grpc.NewClient(r.Addr("health"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, service := range []string{"", ServiceName} {
+		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q: %v %v", service, resp, err)
+		}
+	}
+
+	c, err := extproctest.Dial(r.Addr("grpc"), extproctest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	baseModel := func() string {
+		res, err := c.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", []byte(`{"model":"sql-lora","messages":[]}`)))
+		if err != nil || res.ImmediateResponse != nil || res.RequestHeaders.Get(wire.HeaderModelName) != "sql-lora" {
+			t.Fatalf("request failed: %v %+v", err, res)
+		}
+		return res.RequestHeaders.Get(wire.HeaderBaseModelName)
+	}
+	if got := baseModel(); got != "llama-8b" {
+		t.Fatalf("base model %q from the mapping at start", got)
+	}
+
+	// An update is picked up by the running watch; wait for it (the watch polls).
+	mapping.update("adapters: {sql-lora: llama-70b}")
+	waitFor(t, "the updated mapping", func() bool { return baseModel() == "llama-70b" })
+	mapping.update("adapters: [broken")
+	waitFor(t, "the broken mapping to be reported", func() bool {
+		return r.AdapterMapping.Status().Error != ""
+	})
+	if got := baseModel(); got != "llama-70b" {
+		t.Fatalf("a broken mapping file changed the base model to %q", got)
+	}
+
+	metrics := httpGet(t, "http://"+r.Addr("metrics")+"/metrics")
+	for _, want := range []string{
+		MetricRequests + `{model="sql-lora",outcome="routed"}`,
+		MetricParseDuration + "_bucket",
+		MetricAdapterReloads + `{result="failed"} 1`,
+		MetricAdapters + " 1",
+		"go_goroutines",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var ready struct {
+		Ready  bool `json:"ready"`
+		Detail struct {
+			AdapterMapping struct {
+				Loaded bool   `json:"loaded"`
+				Error  string `json:"error"`
+			} `json:"adapterMapping"`
+		} `json:"detail"`
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, "http://"+r.Addr("metrics")+"/readyz")), &ready); err != nil {
+		t.Fatal(err)
+	}
+	if !ready.Ready || !ready.Detail.AdapterMapping.Loaded || !strings.Contains(ready.Detail.AdapterMapping.Error, "adapter mapping") {
+		t.Fatalf("readyz %+v", ready)
+	}
+}
+
+// TestRunnerTakesBufferedBodiesUpToTheLimit: a buffered body travels in one gRPC
+// message, which must not hit gRPC's default 4 MiB cap below the body limit.
+func TestRunnerTakesBufferedBodiesUpToTheLimit(t *testing.T) {
+	o := NewOptions()
+	o.MaxRequestBodyBytes, o.BodyMode = 8<<20, "buffered"
+	r := startRunner(t, o)
+	c, err := extproctest.Dial(r.Addr("grpc"), extproctest.Config{RequestBodyMode: extproctest.Buffered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := chatBody(7<<20, "llama", true)
+	res, err := c.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", body))
+	if err != nil || res.ImmediateResponse != nil || res.RequestHeaders.Get(wire.HeaderModelName) != "llama" || len(res.RequestBody) != len(body) {
+		t.Fatalf("%d-byte buffered body: %v", len(body), err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
