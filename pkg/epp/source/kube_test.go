@@ -8,8 +8,8 @@ import (
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 )
 
-// TestEndpointsFromPods covers the pure mapping; the watch itself needs a real
-// API server (see the report: envtest helper pending).
+// TestEndpointsFromPods covers the mapping alone; TestKubeSourceAgainstAPIServer
+// runs the watch.
 func TestEndpointsFromPods(t *testing.T) {
 	pool := &infv1.InferencePool{Spec: infv1.InferencePoolSpec{TargetPorts: []infv1.Port{{Number: 8000}, {Number: 8001}}}}
 	pod := func(name, ip string, phase corev1.PodPhase, ready corev1.ConditionStatus, deleting bool) corev1.Pod {
