@@ -1,0 +1,145 @@
+// Package bench is igw's benchmark harness: it serves a scenario's workload
+// (pkg/bench/workload) through a routing policy on a backend, records every
+// request (Recorder) and turns the records into the benchmark contract's
+// metrics (Compute). Backends differ only in how requests reach pods: the
+// discrete-event backend (pkg/bench/des) runs the real scheduler code against
+// simulator engines in virtual time; a live backend sends real HTTP requests
+// through the gateway to simulator servers. Both implement Backend and share
+// the workload generator and the result collection.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/workload"
+)
+
+// Job is one run: a scenario served with one policy and one seed.
+type Job struct {
+	Scenario *scenario.Scenario
+	Policy   string
+	Seed     uint64
+}
+
+// Backend serves workloads.
+type Backend interface {
+	// Mode is the backend's --mode name.
+	Mode() string
+	// Run serves every request gen releases with job's policy and reports each
+	// one's life to rec, and the fleet's counters at the end. Requests still in
+	// flight when arrivals stop are drained. progress receives the fraction done.
+	Run(ctx context.Context, job Job, gen *workload.Generator, rec *Recorder, progress func(fraction float64)) error
+}
+
+// Outcome is a finished job.
+type Outcome struct {
+	Job
+	Metrics Metrics
+	// TTFTs are the counted requests' times to first token (seconds, sorted).
+	TTFTs []float64
+	// Wall is the job's wall-clock time.
+	Wall time.Duration
+}
+
+// RunJob runs one job on b.
+func RunJob(ctx context.Context, b Backend, job Job, progress func(float64)) (Outcome, error) {
+	start := time.Now()
+	gen, err := workload.New(job.Scenario, job.Seed, job.Scenario.MaxContext())
+	if err != nil {
+		return Outcome{}, err
+	}
+	rec := NewRecorder()
+	if progress == nil {
+		progress = func(float64) {}
+	}
+	if err := b.Run(ctx, job, gen, rec, progress); err != nil {
+		return Outcome{}, fmt.Errorf("%s / %s / seed %d: %w", job.Scenario.Name, job.Policy, job.Seed, err)
+	}
+	m, ttfts := Compute(rec.Trace(), job.Scenario)
+	return Outcome{Job: job, Metrics: m, TTFTs: ttfts, Wall: time.Since(start)}, nil
+}
+
+// RunJobs runs jobs on b, parallel at a time (0: one per CPU), the most
+// expensive first so the slowest run does not start last, and returns the
+// outcomes in job order. It stops at the first error.
+func RunJobs(ctx context.Context, b Backend, jobs []Job, parallel int, bar *Progress) ([]Outcome, error) {
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return EstimatedCost(jobs[order[a]]) > EstimatedCost(jobs[order[b]]) })
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]Outcome, len(jobs))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range min(parallel, len(jobs)) {
+		wg.Go(func() {
+			for i := range work {
+				o, err := RunJob(ctx, b, jobs[i], bar.Job(i))
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				out[i] = o
+				mu.Unlock()
+				bar.Done(i)
+			}
+		})
+	}
+	for _, i := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	bar.Finish()
+	return out, firstErr
+}
+
+// EstimatedCost is a job's relative cost: the requests it serves, weighted by
+// the fleet for the oracle, which predicts every pod for every request.
+func EstimatedCost(j Job) float64 {
+	sc := j.Scenario
+	rate := sc.Workload.Arrival.Rate
+	for _, st := range sc.Workload.Stages {
+		rate = max(rate, st.Rate)
+	}
+	turns := 1.0
+	if mt := sc.Workload.MultiTurn; mt != nil {
+		turns = float64(mt.Turns)
+	}
+	cost := rate * turns * sc.Duration.Seconds()
+	if j.Policy == "oracle" {
+		cost *= 1 + float64(len(sc.PodConfigs(0)))/4
+	}
+	return cost
+}
+
+// Summarize returns the median metrics of each policy over its seeds.
+func Summarize(outcomes []Outcome) map[string]Metrics {
+	by := map[string][]Metrics{}
+	for _, o := range outcomes {
+		by[o.Policy] = append(by[o.Policy], o.Metrics)
+	}
+	out := make(map[string]Metrics, len(by))
+	for p, ms := range by {
+		out[p] = MedianMetrics(ms)
+	}
+	return out
+}

@@ -1,0 +1,264 @@
+// Package cli is igw-bench's command line (cmd/igw-bench is a thin main):
+//
+//	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--mode des|live]
+//	               [--format json|table] [--out DIR] [--duration D] [--parallel N]
+//	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
+//	               [--mode des|live] [--duration D] [--parallel N]
+//
+// run prints one scenario's results (the benchmark contract's JSON object with
+// --format json); grid runs every scenario of a directory and writes the
+// benchmark page with tables and plots.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bench"
+	"github.com/igw-dev/igw/pkg/bench/des"
+	"github.com/igw-dev/igw/pkg/bench/grid"
+	"github.com/igw-dev/igw/pkg/bench/plots"
+	"github.com/igw-dev/igw/pkg/bench/policies"
+	"github.com/igw-dev/igw/pkg/bench/scenario"
+)
+
+// ErrLiveNotBuilt is what --mode live answers until the live backend exists.
+var ErrLiveNotBuilt = errors.New("--mode live is not built yet: it needs simulator servers and the standalone " +
+	"gateway on loopback, which come later; use --mode des (the default)")
+
+// Backends maps each --mode to its backend's constructor. The live backend
+// registers itself here when it lands.
+var Backends = map[string]func() (bench.Backend, error){
+	"des":  func() (bench.Backend, error) { return des.Backend{}, nil },
+	"live": func() (bench.Backend, error) { return nil, ErrLiveNotBuilt },
+}
+
+const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
+
+  igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--mode des|live]
+                 [--format json|table] [--out DIR] [--duration D] [--parallel N]
+  igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
+                 [--mode des|live] [--duration D] [--parallel N]
+
+Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, igw, oracle" + `
+`
+
+// Main runs the command line args (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = run(ctx, args[1:], stdout, stderr)
+	case "grid":
+		err = runGrid(ctx, args[1:], stdout, stderr)
+	default:
+		err = fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
+	}
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "igw-bench:", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+// common are the flags of both commands.
+type common struct {
+	policies string
+	seeds    int
+	mode     string
+	duration time.Duration
+	parallel int
+	out      string
+}
+
+func (c *common) register(fs *flag.FlagSet, defaultOut string) {
+	fs.StringVar(&c.policies, "policies", strings.Join(policies.Names, ","), "comma-separated policies to run")
+	fs.IntVar(&c.seeds, "seeds", 1, "number of seeds (1..N) per policy")
+	fs.StringVar(&c.mode, "mode", "des", "des (virtual time) or live (real HTTP on loopback)")
+	fs.DurationVar(&c.duration, "duration", 0, "shorten each scenario to this much arrival time (warmup scaled alike)")
+	fs.IntVar(&c.parallel, "parallel", 0, "runs at a time (0: one per CPU)")
+	fs.StringVar(&c.out, "out", defaultOut, "directory for results and plots")
+}
+
+func (c *common) resolve() (bench.Backend, []string, error) {
+	if c.seeds < 1 {
+		return nil, nil, fmt.Errorf("--seeds must be at least 1")
+	}
+	var names []string
+	for _, p := range strings.Split(c.policies, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !policies.Known(p) {
+			return nil, nil, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(policies.Names, ", "))
+		}
+		if !slices.Contains(names, p) {
+			names = append(names, p)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil, fmt.Errorf("--policies names no policy")
+	}
+	newBackend, ok := Backends[c.mode]
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown --mode %q (des or live)", c.mode)
+	}
+	b, err := newBackend()
+	return b, names, err
+}
+
+// Shorten cuts sc to d of arrivals, scaling the warmup in proportion.
+func Shorten(sc *scenario.Scenario, d time.Duration) error {
+	if d <= 0 || d >= sc.Duration {
+		return nil
+	}
+	sc.Warmup = time.Duration(float64(sc.Warmup) * float64(d) / float64(sc.Duration))
+	sc.Duration = d
+	return sc.Validate()
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs, "")
+	file := fs.String("scenario", "", "scenario file (required)")
+	format := fs.String("format", "table", "json or table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fmt.Errorf("run: --scenario FILE is required")
+	}
+	if *format != "json" && *format != "table" {
+		return fmt.Errorf("--format must be json or table, got %q", *format)
+	}
+	sc, err := scenario.Load(*file)
+	if err != nil {
+		return err
+	}
+	if err := Shorten(sc, c.duration); err != nil {
+		return err
+	}
+	b, names, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	var jobs []bench.Job
+	for _, p := range names {
+		for seed := 1; seed <= c.seeds; seed++ {
+			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: uint64(seed)})
+		}
+	}
+	outcomes, err := bench.RunJobs(ctx, b, jobs, c.parallel, bench.NewProgress(stderr, sc.Name, len(jobs)))
+	if err != nil {
+		return err
+	}
+	rep := bench.NewReport(sc.Name, b.Mode(), outcomes)
+	if c.out != "" {
+		if err := writeRun(c.out, rep, outcomes, names); err != nil {
+			return err
+		}
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return bench.WriteTable(stdout, fmt.Sprintf("%s (%s, median of %d seeds)", sc.Name, b.Mode(), c.seeds), rep.Summary, names)
+}
+
+// writeRun saves a run's JSON and TTFT CDF plot into dir.
+func writeRun(dir string, rep bench.Report, outcomes []bench.Outcome, names []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, rep.Scenario+".json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	var series []plots.Series
+	for _, p := range names {
+		var ttfts []float64
+		for _, o := range outcomes {
+			if o.Policy == p {
+				ttfts = append(ttfts, o.TTFTs...)
+			}
+		}
+		sort.Float64s(ttfts)
+		series = append(series, plots.Series{Policy: p, Values: ttfts})
+	}
+	return plots.TTFTCDF(filepath.Join(dir, "ttft-cdf-"+rep.Scenario+".png"), rep.Scenario+": TTFT distribution ("+rep.Mode+")", series)
+}
+
+func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("grid", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs, "docs/benchmarks")
+	dir := fs.String("scenarios", "bench/scenarios", "directory of scenario files (*.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, names, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(*dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no scenario files (*.yaml) in %s", *dir)
+	}
+	sort.Strings(files)
+	var scs []*scenario.Scenario
+	for _, f := range files {
+		sc, err := scenario.Load(f)
+		if err != nil {
+			return err
+		}
+		if err := Shorten(sc, c.duration); err != nil {
+			return err
+		}
+		scs = append(scs, sc)
+	}
+	command := "igw-bench grid " + strings.Join(args, " ")
+	res, err := grid.Run(ctx, b, grid.Options{Scenarios: scs, Policies: names, Seeds: c.seeds, Parallel: c.parallel,
+		Out: c.out, Command: strings.TrimSpace(command), Progress: stderr})
+	if err != nil {
+		return err
+	}
+	for _, rep := range res.Reports {
+		if err := bench.WriteTable(stdout, rep.Scenario, rep.Summary, names); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "grid: %d runs in %v; wrote %s\n", len(scs)*len(names)*c.seeds, res.Wall.Round(time.Second), filepath.Join(c.out, "README.md"))
+	return nil
+}

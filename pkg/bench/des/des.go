@@ -1,0 +1,267 @@
+// Package des is the discrete-event benchmark backend: the routing policy
+// (for igw and legacy-blend, the real endpoint-picker code) against simulator
+// engines in virtual time. Nothing sleeps; the next thing to happen is an
+// arrival, a pod's step end, a telemetry scrape or the end of the warmup.
+//
+// Staleness is modelled as in production: the router sees pod telemetry only
+// at scrapes, every scrapeInterval per pod (pods' scrapes are spread over the
+// interval, as independent scrapers are), while its own accounting — picks,
+// first tokens, tokens, completions — flows at the moment each happens.
+package des
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bench"
+	"github.com/igw-dev/igw/pkg/bench/policies"
+	"github.com/igw-dev/igw/pkg/bench/workload"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/sim"
+)
+
+// Backend runs jobs in virtual time.
+type Backend struct{}
+
+// Mode implements bench.Backend.
+func (Backend) Mode() string { return "des" }
+
+// epoch is virtual time zero as the router's clock shows it.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// flight is a request on a pod.
+type flight struct {
+	req    *workload.Request
+	ticket policies.Ticket
+}
+
+type run struct {
+	job    bench.Job
+	pods   []*sim.Engine
+	router policies.Router
+	wants  policies.Feedback
+	gen    *workload.Generator
+	rec    *bench.Recorder
+	flying map[uint64]*flight
+
+	scrapeAt []time.Duration
+	snap     sim.Snapshot
+	samples  []datastore.Metrics // last sample per pod, whose adapter lists are reused while unchanged
+	baseline bench.FleetCounters
+}
+
+// Run implements bench.Backend.
+func (Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator, rec *bench.Recorder, progress func(float64)) error {
+	sc := job.Scenario
+	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
+	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict}
+	groups := sc.PodGroups()
+	for i, cfg := range sc.PodConfigs(job.Seed) {
+		e, err := sim.New(cfg)
+		if err != nil {
+			return fmt.Errorf("pod %d: %w", i, err)
+		}
+		r.pods = append(r.pods, e)
+		kv := cfg.KVCacheTokens
+		if kv == 0 {
+			kv = e.Profile().KVCapacityTokens
+		}
+		fleet.Pods = append(fleet.Pods, policies.Pod{Group: groups[i], KVTokens: kv})
+	}
+	router, err := policies.New(job.Policy, fleet, job.Seed)
+	if err != nil {
+		return err
+	}
+	r.router, r.wants = router, router.Wants()
+	for _, e := range r.pods {
+		e.SetTokenEvents(r.wants.Tokens)
+	}
+	if r.wants.Telemetry {
+		r.samples = make([]datastore.Metrics, len(r.pods))
+		r.scrapeAt = make([]time.Duration, len(r.pods))
+		for i := range r.pods {
+			r.scrape(i, 0) // the scrapers' first samples precede traffic
+			r.scrapeAt[i] = sc.ScrapeInterval * time.Duration(i+1) / time.Duration(len(r.pods))
+		}
+	}
+	return r.loop(ctx, progress)
+}
+
+func (r *run) loop(ctx context.Context, progress func(float64)) error {
+	sc := r.job.Scenario
+	warmupDone := false
+	reported := time.Duration(-1)
+	for iter := 0; ; iter++ {
+		if iter&4095 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// On equal times: step ends first (their events happened), then scrapes,
+		// then the warmup mark, then arrivals (which see all of them).
+		next, kind, which := time.Duration(math.MaxInt64), "", -1
+		for i, e := range r.pods {
+			if t, busy := e.NextEventTime(); busy && t < next {
+				next, kind, which = t, "step", i
+			}
+		}
+		arrival, more := r.gen.Next()
+		if !more && len(r.flying) == 0 {
+			break
+		}
+		if r.wants.Telemetry {
+			for i, t := range r.scrapeAt {
+				if t < next {
+					next, kind, which = t, "scrape", i
+				}
+			}
+		}
+		if !warmupDone && sc.Warmup < next {
+			next, kind = sc.Warmup, "warmup"
+		}
+		if more && arrival < next {
+			next, kind = arrival, "arrival"
+		}
+		switch kind {
+		case "step":
+			r.handle(r.pods[which].Advance(next))
+		case "scrape":
+			r.scrape(which, next)
+			r.scrapeAt[which] += sc.ScrapeInterval
+		case "warmup":
+			warmupDone = true
+			r.baseline = r.counters(next)
+		case "arrival":
+			r.arrive(r.gen.Pop())
+		default:
+			return fmt.Errorf("requests in flight but no pod is busy (virtual time %v)", next)
+		}
+		if t := min(next, sc.Duration); t-reported >= time.Second {
+			reported = t
+			progress(0.99 * t.Seconds() / sc.Duration.Seconds())
+		}
+	}
+	end := time.Duration(0)
+	for _, e := range r.pods {
+		end = max(end, e.Now())
+	}
+	final := r.counters(end)
+	r.rec.SetFleet(bench.FleetCounters{
+		PrefixQueries: final.PrefixQueries - r.baseline.PrefixQueries,
+		PrefixHits:    final.PrefixHits - r.baseline.PrefixHits,
+		LoRALoads:     final.LoRALoads - r.baseline.LoRALoads,
+	})
+	progress(1)
+	return nil
+}
+
+// arrive routes a released request and submits it to its pod.
+func (r *run) arrive(req *workload.Request) {
+	r.rec.Arrived(req)
+	at := req.Arrival
+	now := epoch.Add(at)
+	preq := policies.Request{ID: req.ID, Model: req.Model, Adapter: req.Adapter, Prompt: req.Prompt,
+		Tokens: req.Tokens, OutputTokens: req.OutputTokens}
+	pod, ticket, err := r.router.Route(&preq, now)
+	if err == nil {
+		err = r.pods[pod].Submit(sim.Request{ID: req.ID, Adapter: req.Adapter, Prompt: req.Tokens, OutputTokens: req.OutputTokens}, at)
+		if err != nil {
+			r.router.Done(ticket, 0, now)
+		}
+	}
+	if err != nil {
+		r.rec.Failed(req.ID, at)
+		r.gen.Finished(req, at, false)
+		return
+	}
+	req.Tokens = nil // the engine keeps block hashes; the prompt text stays for the next turn
+	r.rec.Routed(req.ID, pod)
+	r.flying[req.ID] = &flight{req: req, ticket: ticket}
+	// Submit may complete steps ending at this instant; their events wait for the
+	// pod's next Advance, which the loop makes before anything later happens.
+	r.handle(r.pods[pod].Advance(at))
+}
+
+// handle feeds a pod's events to the recorder, the router and the generator.
+func (r *run) handle(events []sim.Event) {
+	for i := range events {
+		ev := &events[i]
+		f := r.flying[ev.RequestID]
+		if f == nil {
+			continue
+		}
+		now := epoch.Add(ev.Time)
+		switch ev.Kind {
+		case sim.EventFirstToken:
+			r.rec.FirstToken(ev.RequestID, ev.Time)
+			r.router.FirstToken(f.ticket, now)
+		case sim.EventToken:
+			r.router.Tokens(f.ticket, 1, now)
+		case sim.EventFinish:
+			r.rec.Finished(ev.RequestID, ev.Time, ev.Tokens)
+			r.router.Done(f.ticket, ev.Tokens, now)
+			delete(r.flying, ev.RequestID)
+			r.gen.Finished(f.req, ev.Time, true)
+		}
+	}
+}
+
+// scrape hands the router pod i's telemetry as of at.
+func (r *run) scrape(i int, at time.Duration) {
+	r.pods[i].SnapshotInto(&r.snap)
+	m := &r.samples[i]
+	MetricsFromSnapshot(&r.snap, epoch.Add(at), m)
+	r.router.Observe(i, m, epoch.Add(at))
+}
+
+// MetricsFromSnapshot fills m with what the picker's telemetry parser reads
+// from the simulator's vLLM /metrics for s, sampled at sampledAt. m's adapter
+// lists are kept when unchanged and replaced (never mutated: the picker may
+// hold them) when not.
+func MetricsFromSnapshot(s *sim.Snapshot, sampledAt time.Time, m *datastore.Metrics) {
+	running, waiting := m.RunningAdapters, m.WaitingAdapters
+	*m = datastore.Metrics{
+		Waiting: s.Waiting, Running: s.Running,
+		KVCacheUsage: min(max(s.KVCacheUsage, 0), 1), KVCacheKnown: true,
+		BlockSizeTokens: s.BlockSize, NumGPUBlocks: s.NumBlocks,
+		PrefixCacheHitRate: -1, SampledAt: sampledAt,
+	}
+	if s.PrefixCacheQueries > 0 {
+		m.PrefixCacheHitRate = float64(s.PrefixCacheHits) / float64(s.PrefixCacheQueries)
+	}
+	if s.MaxLoras > 0 { // vLLM reports lora_requests_info only with LoRA enabled
+		m.MaxAdapters = s.MaxLoras
+		m.RunningAdapters = sameOrCopy(running, s.RunningAdapters)
+		m.WaitingAdapters = sameOrCopy(waiting, s.WaitingAdapters)
+	}
+}
+
+func sameOrCopy(old, cur []string) []string {
+	if slices.Equal(old, cur) {
+		return old
+	}
+	if len(cur) == 0 {
+		return nil
+	}
+	return slices.Clone(cur)
+}
+
+// counters sums the fleet's cumulative server counters at t.
+func (r *run) counters(t time.Duration) bench.FleetCounters {
+	var c bench.FleetCounters
+	for _, e := range r.pods {
+		r.handle(e.Advance(max(t, e.Now())))
+		e.SnapshotInto(&r.snap)
+		c.PrefixQueries += r.snap.PrefixCacheQueries
+		c.PrefixHits += r.snap.PrefixCacheHits
+		c.LoRALoads += r.snap.LoRALoads
+	}
+	return c
+}
+
+// predict is the oracle's exact cost model: the pod's own scheduler run
+// forward on a copy of its current state.
+func (r *run) predict(pod int, req *policies.Request, now time.Time) (time.Duration, error) {
+	return r.pods[pod].PredictTTFT(sim.Request{ID: req.ID, Adapter: req.Adapter, Prompt: req.Tokens, OutputTokens: req.OutputTokens}, now.Sub(epoch))
+}

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bench/scenario"
+)
+
+// Metrics are one run's figures (or their medians over seeds), with the
+// benchmark contract's JSON keys. Latencies are in seconds; requests that
+// arrived during the warmup are left out.
+type Metrics struct {
+	TTFTP50 float64 `json:"ttft_p50_s"`
+	TTFTP95 float64 `json:"ttft_p95_s"`
+	TTFTP99 float64 `json:"ttft_p99_s"`
+	// TPOT is the time per output token after the first: (finish − first token) / (output − 1).
+	TPOTP50 float64 `json:"tpot_p50_s"`
+	TPOTP99 float64 `json:"tpot_p99_s"`
+	E2EP99  float64 `json:"e2e_p99_s"`
+	// OutputTokPerS is the output tokens of counted requests over the
+	// measurement window, from the end of the warmup to the last counted finish.
+	OutputTokPerS float64 `json:"output_tok_per_s"`
+	Completed     float64 `json:"completed"`
+	Failed        float64 `json:"failed"`
+	// Goodput is the counted requests per second that met both SLOs, over the
+	// same window.
+	Goodput float64 `json:"goodput"`
+	// PrefixHitRate is the servers' prefix-cache hits over queries (tokens).
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
+	LoRALoads     float64 `json:"lora_loads"`
+}
+
+// Compute derives a run's metrics from its trace. It also returns the TTFTs
+// (seconds, sorted) of the counted completed requests, for plots.
+func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
+	var m Metrics
+	var ttft, tpot, e2e []float64
+	var outTokens, good int
+	last := sc.Warmup
+	for i := range t.Records {
+		r := &t.Records[i]
+		if !r.Counted {
+			continue
+		}
+		if r.Failed || !r.Done {
+			m.Failed++
+			continue
+		}
+		m.Completed++
+		first := (r.FirstToken - r.Arrival).Seconds()
+		ttft = append(ttft, first)
+		e2e = append(e2e, (r.Finish - r.Arrival).Seconds())
+		perToken := 0.0
+		if r.OutputTokens > 1 {
+			perToken = (r.Finish - r.FirstToken).Seconds() / float64(r.OutputTokens-1)
+			tpot = append(tpot, perToken)
+		}
+		outTokens += r.OutputTokens
+		last = max(last, r.Finish)
+		if within(first, sc.SLO.TTFT) && within(perToken, sc.SLO.TPOT) {
+			good++
+		}
+	}
+	for _, s := range [][]float64{ttft, tpot, e2e} {
+		slices.Sort(s)
+	}
+	m.TTFTP50, m.TTFTP95, m.TTFTP99 = Percentile(ttft, 50), Percentile(ttft, 95), Percentile(ttft, 99)
+	m.TPOTP50, m.TPOTP99 = Percentile(tpot, 50), Percentile(tpot, 99)
+	m.E2EP99 = Percentile(e2e, 99)
+	if window := (last - sc.Warmup).Seconds(); window > 0 {
+		m.OutputTokPerS = float64(outTokens) / window
+		m.Goodput = float64(good) / window
+	}
+	if q := t.Fleet.PrefixQueries; q > 0 {
+		m.PrefixHitRate = float64(t.Fleet.PrefixHits) / float64(q)
+	}
+	m.LoRALoads = float64(t.Fleet.LoRALoads)
+	return m, ttft
+}
+
+func within(seconds float64, limit time.Duration) bool {
+	return limit <= 0 || seconds <= limit.Seconds()
+}
+
+// Percentile is the nearest-rank p-th percentile of sorted (0 when empty): the
+// smallest value with at least p% of the values at or below it.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// Median is the median of xs (the mean of the middle two for an even count).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// MedianMetrics takes the median of every field over runs.
+func MedianMetrics(runs []Metrics) Metrics {
+	field := func(get func(*Metrics) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i := range runs {
+			xs[i] = get(&runs[i])
+		}
+		return Median(xs)
+	}
+	return Metrics{
+		TTFTP50:       field(func(m *Metrics) float64 { return m.TTFTP50 }),
+		TTFTP95:       field(func(m *Metrics) float64 { return m.TTFTP95 }),
+		TTFTP99:       field(func(m *Metrics) float64 { return m.TTFTP99 }),
+		TPOTP50:       field(func(m *Metrics) float64 { return m.TPOTP50 }),
+		TPOTP99:       field(func(m *Metrics) float64 { return m.TPOTP99 }),
+		E2EP99:        field(func(m *Metrics) float64 { return m.E2EP99 }),
+		OutputTokPerS: field(func(m *Metrics) float64 { return m.OutputTokPerS }),
+		Completed:     field(func(m *Metrics) float64 { return m.Completed }),
+		Failed:        field(func(m *Metrics) float64 { return m.Failed }),
+		Goodput:       field(func(m *Metrics) float64 { return m.Goodput }),
+		PrefixHitRate: field(func(m *Metrics) float64 { return m.PrefixHitRate }),
+		LoRALoads:     field(func(m *Metrics) float64 { return m.LoRALoads }),
+	}
+}

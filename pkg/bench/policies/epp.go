@@ -1,0 +1,108 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+)
+
+// legacyBlendConfig is the default of the system igw is modelled on, as an EPP
+// configuration: queue 2, kv-cache 2, prefix 3, max-score picker with random
+// tie-break, its prefix scorer cutting prompts into 64-character (16-token)
+// blocks, at most 256 of them, with no minimum match.
+const legacyBlendConfig = `
+plugins:
+- {name: prefix, type: prefix-cache, parameters: {minMatchTokens: 16}}
+scorers:
+- {plugin: queue, weight: 2}
+- {plugin: kv-cache-utilization, weight: 2}
+- {plugin: prefix, weight: 3}
+picker: max-score-picker
+prefix: {blockTokens: 16, maxBlocks: 256}
+`
+
+// eppRouter is the real endpoint picker in process: every decision goes
+// through director.Schedule, telemetry through UpdateMetrics, and the
+// response path through the Observe methods, as the ext_proc server does.
+type eppRouter struct {
+	d     *director.Director
+	keys  []string
+	podOf map[string]int
+	ctx   context.Context
+}
+
+// StalenessFor is the telemetry age after which the picker treats an endpoint
+// as stale: the production default (200 ms), or four scrapes when they are
+// slower than that.
+func StalenessFor(scrape time.Duration) time.Duration { return max(200*time.Millisecond, 4*scrape) }
+
+// newEPP builds a director over the fleet with the given configuration
+// ("" for config.Default, what igw ships).
+func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
+	if yaml == "" {
+		yaml = config.Default
+	}
+	pipeline, err := config.Load([]byte(yaml), plugins.NewRegistry())
+	if err != nil {
+		return nil, fmt.Errorf("epp configuration: %w", err)
+	}
+	store := datastore.NewStore(datastore.DefaultPriors)
+	r := &eppRouter{podOf: map[string]int{}, ctx: context.Background()}
+	eps := make([]datastore.Endpoint, len(fleet.Pods))
+	for i, p := range fleet.Pods {
+		eps[i] = endpointOf(i, p)
+		r.keys = append(r.keys, eps[i].Key())
+		r.podOf[eps[i].Key()] = i
+	}
+	store.SetEndpoints(eps)
+	r.d = director.New(store, director.Options{Staleness: StalenessFor(fleet.ScrapeInterval),
+		StalePolicy: director.StaleSaturated, Seed: seed})
+	r.d.SetPipeline(pipeline)
+	return r, nil
+}
+
+// endpointOf is pod i's endpoint: its Key, or else a made-up unique address,
+// labelled with its group.
+func endpointOf(i int, p Pod) datastore.Endpoint {
+	if host, port, err := net.SplitHostPort(p.Key); err == nil {
+		if n, err := strconv.Atoi(port); err == nil {
+			return datastore.Endpoint{Address: host, Port: n, Labels: map[string]string{"group": p.Group}}
+		}
+	}
+	return datastore.Endpoint{Address: "10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250+1), Port: 8000,
+		Labels: map[string]string{"group": p.Group}}
+}
+
+func (r *eppRouter) Route(req *Request, now time.Time) (int, Ticket, error) {
+	res, apiErr := r.d.Schedule(r.ctx, &scheduling.Request{Model: req.Model, Adapter: req.Adapter, Prompt: req.Prompt}, false, now)
+	if apiErr != nil {
+		return -1, nil, apiErr
+	}
+	return r.podOf[res.Primary], res, nil
+}
+
+func (r *eppRouter) FirstToken(t Ticket, now time.Time) {
+	r.d.ObserveFirstToken(t.(*director.Result), now)
+}
+
+func (r *eppRouter) Tokens(t Ticket, n int, now time.Time) {
+	r.d.ObserveTokens(t.(*director.Result), n, now)
+}
+
+func (r *eppRouter) Done(t Ticket, outputTokens int, now time.Time) {
+	r.d.ObserveCompletion(t.(*director.Result), outputTokens, now)
+}
+
+func (r *eppRouter) Observe(pod int, m *datastore.Metrics, now time.Time) {
+	r.d.UpdateMetrics(r.keys[pod], *m, now)
+}
+
+func (r *eppRouter) Wants() Feedback { return Feedback{Telemetry: true, Tokens: true} }

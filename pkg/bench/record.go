@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bench/workload"
+)
+
+// Record is one request's life as a backend observed it, in run time (since
+// the start of the run).
+type Record struct {
+	ID         uint64
+	Arrival    time.Duration
+	FirstToken time.Duration // 0 until the first token
+	Finish     time.Duration // 0 until it finished or failed
+	// OutputTokens is what the server generated.
+	OutputTokens int
+	// Counted is false for warmup requests.
+	Counted bool
+	// Done is set when the request finished or failed.
+	Done   bool
+	Failed bool
+	// Pod is the index of the pod that served it (-1: none).
+	Pod int
+}
+
+// FleetCounters are the model servers' own counters over the measurement
+// window (from the end of the warmup until the last request ended).
+type FleetCounters struct {
+	// PrefixQueries and PrefixHits count prompt tokens looked up in and found in
+	// the servers' prefix caches (vllm:prefix_cache_queries/hits).
+	PrefixQueries uint64
+	PrefixHits    uint64
+	// LoRALoads counts adapters loaded into GPU slots.
+	LoRALoads uint64
+}
+
+// Trace is everything a run observed.
+type Trace struct {
+	Records []Record
+	Fleet   FleetCounters
+}
+
+// Recorder collects a Trace. Backends call it as things happen; it is not safe
+// for concurrent use.
+type Recorder struct {
+	byID  map[uint64]int
+	trace Trace
+}
+
+// NewRecorder returns an empty recorder.
+func NewRecorder() *Recorder { return &Recorder{byID: map[uint64]int{}} }
+
+// Arrived records a request the client sent at req.Arrival.
+func (r *Recorder) Arrived(req *workload.Request) {
+	r.byID[req.ID] = len(r.trace.Records)
+	r.trace.Records = append(r.trace.Records, Record{ID: req.ID, Arrival: req.Arrival, Counted: req.Counted, Pod: -1})
+}
+
+// Routed records the pod a request went to.
+func (r *Recorder) Routed(id uint64, pod int) {
+	if i, ok := r.byID[id]; ok {
+		r.trace.Records[i].Pod = pod
+	}
+}
+
+// FirstToken records a request's first output token.
+func (r *Recorder) FirstToken(id uint64, at time.Duration) {
+	if i, ok := r.byID[id]; ok {
+		r.trace.Records[i].FirstToken = at
+	}
+}
+
+// Finished records a completed request and how many tokens it produced.
+func (r *Recorder) Finished(id uint64, at time.Duration, outputTokens int) {
+	if i, ok := r.byID[id]; ok {
+		rec := &r.trace.Records[i]
+		rec.Finish, rec.OutputTokens, rec.Done = at, outputTokens, true
+		delete(r.byID, id)
+	}
+}
+
+// Failed records a request that got no answer (rejected or broken).
+func (r *Recorder) Failed(id uint64, at time.Duration) {
+	if i, ok := r.byID[id]; ok {
+		rec := &r.trace.Records[i]
+		rec.Finish, rec.Failed, rec.Done = at, true, true
+		delete(r.byID, id)
+	}
+}
+
+// SetFleet records the servers' counters over the measurement window.
+func (r *Recorder) SetFleet(c FleetCounters) { r.trace.Fleet = c }
+
+// InFlight is the number of requests that arrived and did not end yet.
+func (r *Recorder) InFlight() int { return len(r.byID) }
+
+// Trace returns what was recorded.
+func (r *Recorder) Trace() *Trace { return &r.trace }
