@@ -1,0 +1,321 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// EPP configuration file inside the picker's pod.
+const (
+	EPPConfigKey       = "config.yaml"
+	eppConfigMountPath = "/etc/igw/epp"
+	eppConfigVolume    = "config"
+	// maxMatchesPerRule is Gateway API's limit of matches in one HTTPRoute rule.
+	maxMatchesPerRule = 64
+)
+
+// RouteInput is everything a ModelRoute's children depend on.
+type RouteInput struct {
+	Route  *igwv1.ModelRoute
+	Config *igwv1.InferenceGatewayConfig
+	Images Images
+	// Observations of the selected pods, for auto-tuning.
+	Observations Observations
+	// RawConfig is the EPP configuration read from spec.scoring.configMapRef, when it is set.
+	RawConfig []byte
+}
+
+// RouteOutput is a route's children and the facts its status reports.
+type RouteOutput struct {
+	// Objects in the order they are applied: a Deployment's ConfigMap and
+	// ServiceAccount before it, the HTTPRoute before the policies that target it.
+	Objects []client.Object
+	Scoring igwv1.ScoringStatus
+	Names   RouteNames
+	Gateway GatewayTarget
+}
+
+// Route renders the children of a ModelRoute. It is a pure function of its input.
+func Route(in RouteInput) (RouteOutput, error) {
+	mr, cfg := in.Route, in.Config
+	if mr == nil || cfg == nil {
+		return RouteOutput{}, errors.New("render: route and config are required")
+	}
+	out := RouteOutput{Names: NamesForRoute(mr.Name), Gateway: ResolveGateway(cfg)}
+	labels := RouteLabels(mr)
+	m := func(name string) metav1.ObjectMeta { return meta(name, mr.Namespace, labels, mr, KindModelRoute) }
+
+	var eppConfig []byte
+	if mr.Spec.Scoring != nil && mr.Spec.Scoring.ConfigMapRef != nil {
+		if len(in.RawConfig) == 0 {
+			return RouteOutput{}, fmt.Errorf("render: scoring.configMapRef %s is set but its content is missing", mr.Spec.Scoring.ConfigMapRef.Name)
+		}
+		eppConfig = in.RawConfig
+		out.Scoring = igwv1.ScoringStatus{Source: ScoringSourceConfigMap}
+	} else {
+		out.Scoring = ResolveScoring(cfg, mr, in.Observations)
+		var err error
+		if eppConfig, err = EPPConfig(mr, out.Scoring); err != nil {
+			return RouteOutput{}, err
+		}
+	}
+
+	n := out.Names
+	out.Objects = append(out.Objects,
+		&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: m(n.EPP)},
+		eppRole(m(n.EPP)),
+		eppRoleBinding(m(n.EPP)),
+		&corev1.ConfigMap{TypeMeta: typeMeta("v1", KindConfigMap), ObjectMeta: m(n.EPP),
+			Data: map[string]string{EPPConfigKey: string(eppConfig)}},
+		eppDeployment(in, m(n.EPP)),
+		eppService(mr, m(n.EPP)),
+		inferencePool(mr, cfg, m(n.Pool), n),
+	)
+	native := cfg.Spec.Gateway.Provider == igwv1.ProviderNative
+	if !native {
+		out.Objects = append(out.Objects, poolService(mr, m(n.PoolService)))
+	}
+	out.Objects = append(out.Objects, httpRoute(mr, m(n.HTTPRoute), out.Gateway, n, native))
+	if !native {
+		out.Objects = append(out.Objects,
+			endpointOverridePolicy(m(n.TrafficPolicy), n.HTTPRoute),
+			eppExtensionPolicy(m(n.EPPPolicy), n),
+		)
+	}
+	return out, nil
+}
+
+// eppSelector labels the picker's pods.
+func eppSelector(mr *igwv1.ModelRoute) map[string]string {
+	return map[string]string{LabelName: NameEPP, LabelInstance: LabelValue(mr.Name)}
+}
+
+// eppRole lets the picker read, in its own namespace only, the pool it serves and its pods.
+func eppRole(m metav1.ObjectMeta) *rbacv1.Role {
+	read := []string{"get", "list", "watch"}
+	return &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: m,
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: read},
+			{APIGroups: []string{GroupInference}, Resources: []string{"inferencepools"}, Verbs: read},
+		}}
+}
+
+func eppRoleBinding(m metav1.ObjectMeta) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: m,
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: m.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: m.Name, Namespace: m.Namespace}}}
+}
+
+func eppFailureMode(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig) igwv1.FailureMode {
+	if mr.Spec.EPP != nil && mr.Spec.EPP.FailureMode != "" {
+		return mr.Spec.EPP.FailureMode
+	}
+	if cfg.Spec.EPP.FailureMode != "" {
+		return cfg.Spec.EPP.FailureMode
+	}
+	return igwv1.FailClose
+}
+
+// eppDeployment runs the picker over the route's pool with the rendered
+// configuration mounted from the ConfigMap. Nothing in the pod template depends
+// on the configuration's content: the picker re-reads the file when the kubelet
+// swaps it, so a weight change never restarts pods.
+func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
+	mr, cfg := in.Route, in.Config
+	var over igwv1.EPPOverrides
+	if mr.Spec.EPP != nil {
+		over = *mr.Spec.EPP
+	}
+	args := []string{
+		"--grpc-port=" + strconv.Itoa(EPPGRPCPort),
+		"--health-port=" + strconv.Itoa(EPPHealthPort),
+		"--metrics-port=" + strconv.Itoa(EPPMetricsPort),
+		"--pool-name=" + NamesForRoute(mr.Name).Pool,
+		"--pool-namespace=" + mr.Namespace,
+		"--config=" + eppConfigMountPath + "/" + EPPConfigKey,
+	}
+	if d := cfg.Spec.EPP.ScrapeInterval; d != nil {
+		args = append(args, "--scrape-interval="+d.Duration.String())
+	}
+	if d := cfg.Spec.EPP.MetricsStaleness; d != nil {
+		args = append(args, "--metrics-staleness="+d.Duration.String())
+	}
+	if mr.Spec.Engine == igwv1.EngineTRTLLM {
+		args = append(args, "--metrics-path="+wire.TRTLLMMetricsPath)
+	}
+	c := corev1.Container{
+		Name:  "epp",
+		Image: firstString(over.Image, cfg.Spec.EPP.Image, in.Images.EPP),
+		Args:  args,
+		Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}},
+		Ports: []corev1.ContainerPort{
+			{Name: PortNameGRPC, ContainerPort: EPPGRPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: PortNameHealth, ContainerPort: EPPHealthPort, Protocol: corev1.ProtocolTCP},
+			{Name: PortNameMetrics, ContainerPort: EPPMetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: grpcProbe(EPPHealthPort),
+		LivenessProbe:  httpProbe("/healthz", EPPMetricsPort),
+		Resources:      firstResources(over.Resources, cfg.Spec.EPP.Resources, cfg.Spec.PodDefaults.Resources),
+		VolumeMounts:   []corev1.VolumeMount{{Name: eppConfigVolume, MountPath: eppConfigMountPath, ReadOnly: true}},
+	}
+	return deployment(podParams{
+		Meta:           m,
+		PodLabels:      eppSelector(mr),
+		Replicas:       firstInt32(1, over.Replicas, cfg.Spec.EPP.Replicas),
+		Placement:      cfg.Spec.PodDefaults,
+		ServiceAccount: m.Name,
+		AutomountToken: true,
+		Container:      c,
+		Volumes: []corev1.Volume{{Name: eppConfigVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}}}},
+	})
+}
+
+func grpcProbe(port int32) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: port}},
+		PeriodSeconds: 5, FailureThreshold: 3}
+}
+
+func httpProbe(path string, port int32) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: path, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP}},
+		PeriodSeconds: 10, FailureThreshold: 3}
+}
+
+func eppService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
+	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m, Spec: corev1.ServiceSpec{
+		Selector: eppSelector(mr),
+		Ports: []corev1.ServicePort{
+			servicePort(PortNameGRPC, EPPGRPCPort, AppProtocolH2C),
+			servicePort(PortNameMetrics, EPPMetricsPort, ""),
+		},
+	}}
+}
+
+func inferencePool(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig, m metav1.ObjectMeta, n RouteNames) *infv1.InferencePool {
+	sel := map[infv1.LabelKey]infv1.LabelValue{}
+	for k, v := range mr.Spec.Selector.MatchLabels {
+		sel[infv1.LabelKey(k)] = infv1.LabelValue(v)
+	}
+	ports := make([]infv1.Port, len(mr.Spec.TargetPorts))
+	for i, p := range mr.Spec.TargetPorts {
+		ports[i] = infv1.Port{Number: infv1.PortNumber(p.Number)}
+	}
+	core := infv1.Group("")
+	return &infv1.InferencePool{
+		TypeMeta:   typeMeta(GroupInference+"/v1", KindInferencePool),
+		ObjectMeta: m,
+		Spec: infv1.InferencePoolSpec{
+			Selector:    infv1.LabelSelector{MatchLabels: sel},
+			TargetPorts: ports,
+			AppProtocol: infv1.AppProtocolHTTP,
+			EndpointPickerRef: &infv1.EndpointPickerRef{
+				Group:       &core,
+				Kind:        KindService,
+				Name:        infv1.ObjectName(n.EPP),
+				Port:        &infv1.Port{Number: EPPGRPCPort},
+				FailureMode: infv1.EndpointPickerFailureMode(eppFailureMode(mr, cfg)),
+			},
+		},
+	}
+}
+
+// poolService is the headless Service of the pool's pods. Envoy Gateway builds
+// the route's cluster from its EndpointSlices; the endpoint override then picks
+// the EPP's choice among exactly those ready pods, so a client-sent destination
+// header can never reach anything outside the pool.
+func poolService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
+	ports := make([]corev1.ServicePort, len(mr.Spec.TargetPorts))
+	for i, p := range mr.Spec.TargetPorts {
+		ports[i] = corev1.ServicePort{Name: "http-" + strconv.Itoa(int(p.Number)), Port: p.Number,
+			TargetPort: intstr.FromInt32(p.Number), Protocol: corev1.ProtocolTCP}
+	}
+	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m, Spec: corev1.ServiceSpec{
+		ClusterIP:                corev1.ClusterIPNone,
+		Selector:                 copyMap(mr.Spec.Selector.MatchLabels),
+		Ports:                    ports,
+		PublishNotReadyAddresses: false,
+	}}
+}
+
+// ServedNames are the names clients may send for a route: models, then adapters.
+func ServedNames(mr *igwv1.ModelRoute) []string {
+	names := make([]string, 0, len(mr.Spec.Models)+len(mr.Spec.Adapters))
+	for _, m := range mr.Spec.Models {
+		names = append(names, string(m))
+	}
+	for _, a := range mr.Spec.Adapters {
+		names = append(names, string(a.Name))
+	}
+	return names
+}
+
+// httpRoute matches the model-name header (set by the body-based router) for
+// every served name. With Envoy Gateway the backend is the pool's headless
+// Service; with a native InferencePool implementation it is the pool itself.
+func httpRoute(mr *igwv1.ModelRoute, m metav1.ObjectMeta, gw GatewayTarget, n RouteNames, native bool) *gwapiv1.HTTPRoute {
+	var backends []gwapiv1.HTTPBackendRef
+	if native {
+		group := gwapiv1.Group(GroupInference)
+		kind := gwapiv1.Kind(KindInferencePool)
+		backends = []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{
+			Group: &group, Kind: &kind, Name: gwapiv1.ObjectName(n.Pool)}}}}
+	} else {
+		for _, p := range mr.Spec.TargetPorts {
+			port := gwapiv1.PortNumber(p.Number)
+			backends = append(backends, gwapiv1.HTTPBackendRef{BackendRef: gwapiv1.BackendRef{
+				BackendObjectReference: gwapiv1.BackendObjectReference{Name: gwapiv1.ObjectName(n.PoolService), Port: &port}}})
+		}
+	}
+	var timeouts *gwapiv1.HTTPRouteTimeouts
+	if t := mr.Spec.RequestTimeout; t != nil {
+		d := gwapiv1.Duration(t.Duration.String())
+		timeouts = &gwapiv1.HTTPRouteTimeouts{Request: &d}
+	}
+	names := ServedNames(mr)
+	var rules []gwapiv1.HTTPRouteRule
+	for start := 0; start < len(names); start += maxMatchesPerRule {
+		end := min(start+maxMatchesPerRule, len(names))
+		rule := gwapiv1.HTTPRouteRule{BackendRefs: backends, Timeouts: timeouts}
+		for _, name := range names[start:end] {
+			rule.Matches = append(rule.Matches, modelMatch(name))
+		}
+		rules = append(rules, rule)
+	}
+	return &gwapiv1.HTTPRoute{
+		TypeMeta:   typeMeta(gwapiv1.GroupVersion.String(), KindHTTPRoute),
+		ObjectMeta: m,
+		Spec: gwapiv1.HTTPRouteSpec{
+			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{gw.parentRef()}},
+			Rules:           rules,
+		},
+	}
+}
+
+func modelMatch(name string) gwapiv1.HTTPRouteMatch {
+	exact := gwapiv1.HeaderMatchExact
+	return gwapiv1.HTTPRouteMatch{
+		Path:    rootPath(),
+		Headers: []gwapiv1.HTTPHeaderMatch{{Type: &exact, Name: gwapiv1.HTTPHeaderName(wire.HeaderModelName), Value: name}},
+	}
+}
+
+func rootPath() *gwapiv1.HTTPPathMatch {
+	prefix := gwapiv1.PathMatchPathPrefix
+	root := "/"
+	return &gwapiv1.HTTPPathMatch{Type: &prefix, Value: &root}
+}

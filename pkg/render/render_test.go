@@ -1,0 +1,386 @@
+package render
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	eppconfig "github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from the current rendering")
+
+var testImages = Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
+
+func ptr[T any](v T) *T { return &v }
+
+// testConfig is an InferenceGatewayConfig as the API server returns it (defaults applied).
+func testConfig() *igwv1.InferenceGatewayConfig {
+	return &igwv1.InferenceGatewayConfig{
+		TypeMeta:   metav1.TypeMeta{APIVersion: igwv1.GroupVersion.String(), Kind: KindConfig},
+		ObjectMeta: metav1.ObjectMeta{Name: "igw", Namespace: "models", UID: types.UID("cfg-uid")},
+		Spec: igwv1.InferenceGatewayConfigSpec{
+			Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: "inference-gateway"}, Provider: igwv1.ProviderEnvoyGateway},
+			BBR:     igwv1.BBRSpec{Enabled: ptr(true), MaxRequestBodyBytes: 8 << 20},
+			EPP: igwv1.EPPDefaults{
+				ScrapeInterval:   &metav1.Duration{Duration: 50 * time.Millisecond},
+				MetricsStaleness: &metav1.Duration{Duration: 200 * time.Millisecond},
+				FailureMode:      igwv1.FailClose,
+			},
+			Scoring: igwv1.ScoringSpec{AutoTune: ptr(true)},
+		},
+	}
+}
+
+func testRoute(name string, models ...igwv1.ModelName) *igwv1.ModelRoute {
+	return &igwv1.ModelRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: igwv1.GroupVersion.String(), Kind: KindModelRoute},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "models", UID: types.UID(name + "-uid")},
+		Spec: igwv1.ModelRouteSpec{
+			ConfigRef:   igwv1.ObjectName{Name: "igw"},
+			Models:      models,
+			Selector:    igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": name}},
+			TargetPorts: []igwv1.TargetPort{{Number: 8000}},
+			Engine:      igwv1.EngineVLLM,
+		},
+	}
+}
+
+func loraRoute() *igwv1.ModelRoute {
+	mr := testRoute("qwen", "qwen3-32b")
+	mr.Spec.Engine = igwv1.EngineSGLang
+	mr.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "qwen3-32b-sql"}, {Name: "qwen3-32b-support", BaseModel: "qwen3-32b"}}
+	mr.Spec.EPP = &igwv1.EPPOverrides{PodSettings: igwv1.PodSettings{Replicas: ptr[int32](2)}}
+	mr.Spec.RequestTimeout = &metav1.Duration{Duration: 300 * time.Second}
+	return mr
+}
+
+// objectsYAML is the golden form: one YAML document per object as it is
+// applied, in apply order.
+func objectsYAML(t *testing.T, objs []client.Object) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, o := range objs {
+		u, err := ApplyForm(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+	}
+	return b.Bytes()
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden.yaml")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/render -update to create it)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs from the rendering; if the change is intended, run go test ./pkg/render -update\n%s", path, lineDiff(string(want), string(got)))
+	}
+}
+
+// lineDiff shows the first differing lines, enough to see what changed.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, a, b)
+		}
+	}
+	return ""
+}
+
+func TestGoldenEnvoyGateway(t *testing.T) {
+	cfg := testConfig()
+	llama := testRoute("llama", "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b")
+	qwen := loraRoute()
+
+	cout, err := Config(ConfigInput{Config: cfg, Routes: []igwv1.ModelRoute{*llama, *qwen}, Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "config-envoygateway", objectsYAML(t, cout.Objects))
+
+	lout, err := Route(RouteInput{Route: llama, Config: cfg, Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "route-llama-envoygateway", objectsYAML(t, lout.Objects))
+
+	qout, err := Route(RouteInput{Route: qwen, Config: cfg, Images: testImages,
+		Observations: Observations{AcceleratorTypes: []string{"NVIDIA-A10G", "NVIDIA-H100-80GB-HBM3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "route-qwen-envoygateway", objectsYAML(t, qout.Objects))
+}
+
+func TestGoldenNativeAndManaged(t *testing.T) {
+	cfg := testConfig()
+	cfg.Spec.Gateway = igwv1.GatewaySpec{Managed: &igwv1.ManagedGateway{GatewayClassName: "istio", Port: 443}, Provider: igwv1.ProviderNative}
+	cfg.Spec.TLS = &igwv1.TLSSpec{CertificateSecretName: "gw-tls"}
+	cout, err := Config(ConfigInput{Config: cfg, Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "config-native-managed", objectsYAML(t, cout.Objects))
+	rout, err := Route(RouteInput{Route: testRoute("llama", "llama-3.1-8b"), Config: cfg, Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "route-llama-native", objectsYAML(t, rout.Objects))
+}
+
+func TestGoldenGatewayInOtherNamespaceWithJWT(t *testing.T) {
+	cfg := testConfig()
+	cfg.Spec.Gateway.Ref = &igwv1.GatewayRef{Name: "shared", Namespace: "gateways", SectionName: "http"}
+	cfg.Spec.Auth = &igwv1.AuthSpec{JWT: &igwv1.JWTAuthSpec{Issuer: "https://auth.example.com",
+		JWKSURI: "https://auth.example.com/jwks.json", Audiences: []string{"inference"}}}
+	out, err := Config(ConfigInput{Config: cfg, Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "config-other-namespace-jwt", objectsYAML(t, out.Objects))
+	for _, o := range out.Objects {
+		if o.GetNamespace() == "gateways" {
+			if len(o.GetOwnerReferences()) != 0 || o.GetLabels()[LabelConfigNamespace] != "models" {
+				t.Errorf("%T %s in the gateway's namespace: owner refs %v, labels %v; want no owner and the config-namespace label",
+					o, o.GetName(), o.GetOwnerReferences(), o.GetLabels())
+			}
+		} else if len(o.GetOwnerReferences()) != 1 || o.GetOwnerReferences()[0].UID != cfg.UID {
+			t.Errorf("%T %s: owner refs %v, want the config as controller", o, o.GetName(), o.GetOwnerReferences())
+		}
+	}
+}
+
+func TestEveryChildCarriesTheRouteLabelsAndOwner(t *testing.T) {
+	mr := loraRoute()
+	out, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RouteLabels(mr)
+	for _, o := range out.Objects {
+		if !reflect.DeepEqual(o.GetLabels(), want) {
+			t.Errorf("%T %s labels %v, want %v", o, o.GetName(), o.GetLabels(), want)
+		}
+		refs := o.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].UID != mr.UID || refs[0].Controller == nil || !*refs[0].Controller || refs[0].Kind != KindModelRoute {
+			t.Errorf("%T %s owner refs %v", o, o.GetName(), refs)
+		}
+	}
+}
+
+func TestRenderedEPPConfigLoadsInThePicker(t *testing.T) {
+	for _, mr := range []*igwv1.ModelRoute{testRoute("llama", "llama"), loraRoute()} {
+		out, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages,
+			Observations: Observations{AcceleratorTypes: []string{"a", "b"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := configMapData(t, out.Objects, out.Names.EPP, EPPConfigKey)
+		if _, err := eppconfig.Load([]byte(data), plugins.NewRegistry()); err != nil {
+			t.Errorf("%s: the picker rejects the rendered configuration: %v\n%s", mr.Name, err, data)
+		}
+	}
+}
+
+func configMapData(t *testing.T, objs []client.Object, name, key string) string {
+	t.Helper()
+	for _, o := range objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == name {
+			return cm.Data[key]
+		}
+	}
+	t.Fatalf("no ConfigMap %s", name)
+	return ""
+}
+
+func deploymentOf(t *testing.T, objs []client.Object, name string) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name == name {
+			return d
+		}
+	}
+	t.Fatalf("no Deployment %s", name)
+	return nil
+}
+
+func TestWeightChangeLeavesThePodTemplateAlone(t *testing.T) {
+	mr := testRoute("llama", "llama")
+	before, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr.Spec.Scoring = &igwv1.ModelScoring{Weights: igwv1.ScoringWeights{igwv1.ScorerQueue: 7}}
+	after, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages,
+		Observations: Observations{AcceleratorTypes: []string{"a", "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := before.Names.EPP
+	if configMapData(t, before.Objects, n, EPPConfigKey) == configMapData(t, after.Objects, n, EPPConfigKey) {
+		t.Fatal("the weights changed but the EPP configuration did not")
+	}
+	if !equality.Semantic.DeepEqual(deploymentOf(t, before.Objects, n).Spec.Template, deploymentOf(t, after.Objects, n).Spec.Template) {
+		t.Error("a weight change altered the EPP pod template, which would roll the pickers instead of reloading them")
+	}
+}
+
+func TestScoringPrecedence(t *testing.T) {
+	mixed := Observations{AcceleratorTypes: []string{"NVIDIA-A10G", "NVIDIA-H100"}}
+	t.Run("auto-tuning from adapters and mixed accelerators", func(t *testing.T) {
+		s := ResolveScoring(testConfig(), loraRoute(), mixed)
+		if s.Weights[igwv1.ScorerLoRAAffinity] != AutoLoRAAffinityWeight || s.Weights[igwv1.ScorerPredictedLatency] != 4 {
+			t.Fatalf("weights %v", s.Weights)
+		}
+		if len(s.Adjustments) != 2 || !strings.Contains(s.Adjustments[0].Reason, "qwen3-32b-sql") ||
+			!strings.Contains(s.Adjustments[1].Reason, "NVIDIA-A10G, NVIDIA-H100") {
+			t.Fatalf("adjustments %+v", s.Adjustments)
+		}
+	})
+	t.Run("manual weights win over auto-tuning, route over config", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Spec.Scoring.Weights = igwv1.ScoringWeights{igwv1.ScorerPredictedLatency: 3, igwv1.ScorerQueue: 5}
+		mr := loraRoute()
+		mr.Spec.Scoring = &igwv1.ModelScoring{Weights: igwv1.ScoringWeights{igwv1.ScorerLoRAAffinity: 0, igwv1.ScorerQueue: 9}}
+		s := ResolveScoring(cfg, mr, mixed)
+		if s.Weights[igwv1.ScorerPredictedLatency] != 3 || s.Weights[igwv1.ScorerLoRAAffinity] != 0 || s.Weights[igwv1.ScorerQueue] != 9 {
+			t.Fatalf("weights %v", s.Weights)
+		}
+		if len(s.Adjustments) != 0 {
+			t.Fatalf("manual weights were overridden or reported as adjusted: %+v", s.Adjustments)
+		}
+	})
+	t.Run("autoTune off keeps the defaults", func(t *testing.T) {
+		mr := loraRoute()
+		mr.Spec.Scoring = &igwv1.ModelScoring{AutoTune: ptr(false)}
+		s := ResolveScoring(testConfig(), mr, mixed)
+		if !reflect.DeepEqual(igwv1.ScoringWeights(s.Weights), BuiltinWeights) || len(s.Adjustments) != 0 {
+			t.Fatalf("weights %v adjustments %+v", s.Weights, s.Adjustments)
+		}
+	})
+	t.Run("all weights zero keeps one scorer", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Spec.Scoring.Weights = igwv1.ScoringWeights{}
+		for _, name := range igwv1.Scorers {
+			cfg.Spec.Scoring.Weights[name] = 0
+		}
+		s := ResolveScoring(cfg, testRoute("a", "a"), Observations{})
+		if s.Weights[igwv1.ScorerPredictedLatency] != 1 || len(s.Adjustments) != 1 {
+			t.Fatalf("weights %v adjustments %+v", s.Weights, s.Adjustments)
+		}
+	})
+}
+
+func TestRawConfigMapReplacesRenderedWeights(t *testing.T) {
+	mr := testRoute("llama", "llama")
+	mr.Spec.Scoring = &igwv1.ModelScoring{ConfigMapRef: &igwv1.ConfigMapKeyRef{Name: "raw", Key: "config.yaml"}}
+	raw := "scorers:\n- {plugin: queue, weight: 1}\n"
+	out, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages, RawConfig: []byte(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := configMapData(t, out.Objects, out.Names.EPP, EPPConfigKey); got != raw || out.Scoring.Source != ScoringSourceConfigMap {
+		t.Fatalf("config %q source %q", got, out.Scoring.Source)
+	}
+	if _, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages}); err == nil {
+		t.Fatal("a configMapRef without content rendered")
+	}
+}
+
+func TestAdapterMapping(t *testing.T) {
+	a := testRoute("a", "base-a")
+	a.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "sql"}, {Name: "chat", BaseModel: "base-a"}}
+	b := testRoute("b", "base-b")
+	b.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "sql"}, {Name: "code"}}
+	mapping, conflicts := AdapterMapping([]igwv1.ModelRoute{*b, *a})
+	want := map[string]string{"sql": "base-a", "chat": "base-a", "code": "base-b"}
+	if !reflect.DeepEqual(mapping, want) || !reflect.DeepEqual(conflicts, []string{"sql"}) {
+		t.Fatalf("mapping %v conflicts %v", mapping, conflicts)
+	}
+	data, err := MarshalAdapterMapping(nil)
+	if err != nil || string(data) != "adapters: {}\n" {
+		t.Fatalf("empty mapping %q %v", data, err)
+	}
+}
+
+func TestChildNamesFitDNSLabels(t *testing.T) {
+	long := strings.Repeat("a", 200)
+	n1, n2 := ChildName(long, SuffixEPPPolicy), ChildName(long+"b", SuffixEPPPolicy)
+	if len(n1) > 63 || !strings.HasSuffix(n1, SuffixEPPPolicy) || n1 == n2 {
+		t.Fatalf("%q / %q", n1, n2)
+	}
+	if ChildName("llama", SuffixEPP) != "llama-epp" {
+		t.Fatal(ChildName("llama", SuffixEPP))
+	}
+}
+
+func TestManyNamesSplitIntoRulesWithinGatewayAPILimits(t *testing.T) {
+	mr := testRoute("big", "m0")
+	for i := 1; i < 16; i++ {
+		mr.Spec.Models = append(mr.Spec.Models, igwv1.ModelName(fmt.Sprint("m", i)))
+	}
+	for i := 0; i < 64; i++ {
+		mr.Spec.Adapters = append(mr.Spec.Adapters, igwv1.LoRAAdapter{Name: igwv1.ModelName(fmt.Sprint("a", i)), BaseModel: "m0"})
+	}
+	out, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Objects {
+		if hr, ok := o.(*gwapiv1.HTTPRoute); ok {
+			total := 0
+			for _, rule := range hr.Spec.Rules {
+				if len(rule.Matches) > maxMatchesPerRule {
+					t.Fatalf("rule with %d matches", len(rule.Matches))
+				}
+				total += len(rule.Matches)
+			}
+			if total != 80 || len(hr.Spec.Rules) != 2 {
+				t.Fatalf("%d matches in %d rules", total, len(hr.Spec.Rules))
+			}
+			return
+		}
+	}
+	t.Fatal("no HTTPRoute")
+}
