@@ -1,12 +1,18 @@
 package bbr
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // benchBodies are chat completions of about 1 KiB, 64 KiB and 4 MiB whose prompt
@@ -162,5 +168,73 @@ func TestBenchBodiesAreTheAdvertisedSizes(t *testing.T) {
 			t.Fatalf("%s body is %d bytes", body.name, n)
 		}
 		checkAgainstReference(t, body.body)
+	}
+}
+
+// echoServer is the protocol floor of a full-duplex router: it holds the headers
+// reply until the body is complete, sets a fixed header and returns the body,
+// without reading it. BBR's cost over it is what routing on the body adds.
+type echoServer struct {
+	extprocv3.UnimplementedExternalProcessorServer
+}
+
+func (echoServer) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	var chunks [][]byte
+	for {
+		m, err := srv.Recv()
+		if err != nil {
+			return nil
+		}
+		b := m.GetRequestBody()
+		if b == nil {
+			continue
+		}
+		chunks = append(chunks, b.GetBody())
+		if !b.GetEndOfStream() {
+			continue
+		}
+		mutation := headerMutation(Decision{Model: "fixed"})
+		if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+			RequestHeaders: &extprocv3.HeadersResponse{Response: common(mutation)}}}); err != nil {
+			return err
+		}
+		for i, c := range chunks {
+			if err := srv.Send(bodyReply(true, c, i == len(chunks)-1)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// BenchmarkExtProc measures whole ext_proc exchanges over loopback gRPC in
+// full-duplex mode (64 KiB chunks, as Envoy sends them), for BBR and for the echo
+// floor: the difference is the latency BBR adds on the wire.
+//
+//	go test ./pkg/bbr -run '^$' -bench BenchmarkExtProc -benchtime 2s
+func BenchmarkExtProc(b *testing.B) {
+	for _, body := range benchBodies() {
+		for _, srv := range []struct {
+			name string
+			srv  extprocv3.ExternalProcessorServer
+		}{
+			{"bbr", &ExtProc{Router: NewRouter(RouterConfig{MaxRequestBodyBytes: 64 << 20}), BodyMode: Streamed}},
+			{"echo", echoServer{}},
+		} {
+			b.Run(body.name+"/"+srv.name, func(b *testing.B) {
+				c := extproctest.Start(b, srv.srv, extproctest.Config{ChunkSize: 64 << 10})
+				req := extproctest.PostJSON("/v1/chat/completions", body.body)
+				b.SetBytes(int64(len(body.body)))
+				lat := make(latencies, 0, b.N)
+				for b.Loop() {
+					start := time.Now()
+					res, err := c.Process(context.Background(), req)
+					if err != nil || res.RequestHeaders.Get(wire.HeaderModelName) == "" {
+						b.Fatalf("%v %v", err, res)
+					}
+					lat = append(lat, time.Since(start))
+				}
+				lat.report(b)
+			})
+		}
 	}
 }

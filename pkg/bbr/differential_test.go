@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -205,6 +210,93 @@ func FuzzExtractModel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		checkAgainstReference(t, doc)
 	})
+}
+
+// The fuzz corpus: testdata/fuzz_corpus.txt holds the inputs the fuzzer found
+// interesting in past runs (one Go-quoted document per line), so every test run
+// replays them. -fuzzcache also replays a fuzzer cache directory in full, and
+// -update-corpus rewrites the file from it:
+//
+//	go test ./pkg/bbr -run TestFuzzCorpus -v \
+//	    -fuzzcache "$(go env GOCACHE)/fuzz/github.com/igw-dev/igw/pkg/bbr/FuzzExtractModel" [-update-corpus]
+var (
+	fuzzCache    = flag.String("fuzzcache", "", "fuzzer cache directory of FuzzExtractModel to replay")
+	updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz_corpus.txt from -fuzzcache")
+)
+
+const corpusFile = "testdata/fuzz_corpus.txt"
+
+func TestFuzzCorpusAgreesWithEncodingJSON(t *testing.T) {
+	data, err := os.ReadFile(corpusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		doc, err := strconv.Unquote(line)
+		if err != nil {
+			t.Fatalf("%s:%d: %v", corpusFile, i+1, err)
+		}
+		docs = append(docs, []byte(doc))
+	}
+	fromFile := len(docs)
+	if *fuzzCache != "" {
+		cached := readFuzzCache(t, *fuzzCache)
+		docs = append(docs, cached...)
+		if *updateCorpus {
+			writeCorpus(t, docs)
+		}
+	}
+	if fromFile < 100 && !*updateCorpus {
+		t.Fatalf("%s holds only %d inputs", corpusFile, fromFile)
+	}
+	for _, doc := range docs {
+		checkAgainstReference(t, doc)
+	}
+	t.Logf("%d inputs (%d from %s) agree with encoding/json", len(docs), fromFile, corpusFile)
+}
+
+// readFuzzCache reads the files "go test -fuzz" writes: a version line, then one
+// []byte("...") value.
+func readFuzzCache(t *testing.T, dir string) [][]byte {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		header, value, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
+		quoted, ok := strings.CutPrefix(value, "[]byte(")
+		if header != "go test fuzz v1" || !ok {
+			t.Fatalf("%s: not a fuzz input of []byte", e.Name())
+		}
+		doc, err := strconv.Unquote(strings.TrimSuffix(quoted, ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		docs = append(docs, []byte(doc))
+	}
+	return docs
+}
+
+func writeCorpus(t *testing.T, docs [][]byte) {
+	seen := map[string]bool{}
+	var lines []string
+	for _, d := range docs {
+		if q := strconv.Quote(string(d)); !seen[q] && len(d) <= 4<<10 {
+			seen[q] = true
+			lines = append(lines, q)
+		}
+	}
+	slices.Sort(lines)
+	if err := os.WriteFile(corpusFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %d inputs to %s", len(lines), corpusFile)
 }
 
 func TestSeedCorpusAgreesWithEncodingJSON(t *testing.T) {
