@@ -443,15 +443,36 @@ const (
 	lanesHigh = 0x8080808080808080
 )
 
+// stringSpecial marks the bytes that interrupt plain string content: '"', '\\'
+// and the control characters.
+var stringSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// shortRun is how far indexStringSpecial looks byte by byte before switching to
+// eight bytes at a time: escapes in code and chat text are usually closer than
+// that, and the byte loop finds them without the word loop's setup.
+const shortRun = 32
+
 // indexStringSpecial returns the offset of the first byte in b that interrupts plain
-// string content — '"', '\\' or a control character — or len(b).
+// string content, or len(b).
 //
-// Prompts make up nearly all of a request body, so this loop is the scanner's
-// throughput: it tests eight bytes per step. Per lane, (x - k) &^ x has its high bit
-// set when the byte is below k; a borrow can only propagate upward from a lane that
-// already matched, so the lowest flagged lane is always a true match.
+// Prompts make up nearly all of a request body, so this is the scanner's
+// throughput. Past the short run it tests eight bytes per step. Per lane,
+// (x - k) &^ x has its high bit set when the byte is below k; a borrow can only
+// propagate upward from a lane that already matched, so the lowest flagged lane is
+// always a true match.
 func indexStringSpecial(b []byte) int {
 	i := 0
+	for n := min(len(b), shortRun); i < n; i++ {
+		if stringSpecial[b[i]] {
+			return i
+		}
+	}
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		quote := x ^ (lanesLow * '"')
@@ -462,7 +483,7 @@ func indexStringSpecial(b []byte) int {
 		}
 	}
 	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+		if stringSpecial[b[i]] {
 			return i
 		}
 	}
