@@ -17,6 +17,15 @@ type apiBody struct {
 // apiBodies are real request bodies of the four OpenAI APIs the gateway routes,
 // as SDKs and tools send them (testdata/requests), plus large ones built here.
 func apiBodies() []apiBody {
+	return append(requestFiles(),
+		apiBody{"chat_1MiB_prompt_model_last", "/v1/chat/completions", chatBody(1<<20, "llama-3-70b", true), "llama-3-70b"},
+		apiBody{"chat_1MiB_prompt_model_first", "/v1/chat/completions", chatBody(1<<20, "llama-3-70b", false), "llama-3-70b"},
+		apiBody{"embeddings_64KiB_tokens", "/v1/embeddings", tokenBody(64 << 10), "bge"},
+	)
+}
+
+// requestFiles are the bodies of testdata/requests.
+func requestFiles() []apiBody {
 	files := []struct{ file, path, model string }{
 		{"chat_completions.json", "/v1/chat/completions", "meta-llama/Llama-3.1-8B-Instruct"},
 		{"chat_completions_lora.json", "/v1/chat/completions", "sql-lora"},
@@ -35,22 +44,17 @@ func apiBodies() []apiBody {
 		}
 		out = append(out, apiBody{name: strings.TrimSuffix(f.file, ".json"), path: f.path, body: b, model: f.model})
 	}
-	out = append(out,
-		apiBody{"chat_1MiB_prompt_model_last", "/v1/chat/completions", chatBody(1<<20, "llama-3-70b", true), "llama-3-70b"},
-		apiBody{"chat_1MiB_prompt_model_first", "/v1/chat/completions", chatBody(1<<20, "llama-3-70b", false), "llama-3-70b"},
-		apiBody{"embeddings_64KiB_tokens", "/v1/embeddings", tokenBody(64 << 10), "bge"},
-	)
 	return out
 }
 
 // chatBody is a chat completion whose user message is about size bytes of text with
 // the quotes, backslashes and newlines real prompts (code, logs) are full of.
 func chatBody(size int, model string, modelLast bool) []byte {
-	const line = `func main() { fmt.Println("hello, \"world\"") } // a\b\n`
+	line := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(`func main() { fmt.Println("hello, \"world\"") } // a\b\n`) + `\n`
 	var content strings.Builder
+	content.Grow(size + len(line))
 	for content.Len() < size {
-		content.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(line))
-		content.WriteString(`\n`)
+		content.WriteString(line)
 	}
 	msgs := `"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"` + content.String() + `"}]`
 	if modelLast {

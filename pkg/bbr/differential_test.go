@@ -202,10 +202,8 @@ func FuzzExtractModel(f *testing.F) {
 	for _, s := range seedCorpus {
 		f.Add([]byte(s))
 	}
-	for _, b := range apiBodies() {
-		if len(b.body) <= 4<<10 { // large seeds make the fuzzer's minimization crawl
-			f.Add(b.body)
-		}
+	for _, b := range requestFiles() { // small: large seeds make the fuzzer crawl
+		f.Add(b.body)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		checkAgainstReference(t, doc)
