@@ -1,9 +1,25 @@
 // Package controllers holds igw's reconcilers, one per kind. Rendering of child
-// objects is kept in pure functions; the reconcilers apply, own and report.
+// objects is kept in pure functions (package render); the reconcilers apply,
+// own and report.
 package controllers
 
-// The manager reads its own kinds and writes their status.
+// The manager reads its own kinds, writes their status, and keeps a finalizer on
+// configs whose Gateway lives in another namespace.
 // +kubebuilder:rbac:groups=gateway.igw.dev,resources=inferencegatewayconfigs;modelroutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.igw.dev,resources=inferencegatewayconfigs,verbs=patch
 // +kubebuilder:rbac:groups=gateway.igw.dev,resources=inferencegatewayconfigs/status;modelroutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.igw.dev,resources=inferencegatewayconfigs/finalizers;modelroutes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// What it observes: the model server pods and their nodes (for accelerator types).
+// +kubebuilder:rbac:groups=core,resources=pods;nodes,verbs=get;list;watch
+
+// The children it owns.
+// +kubebuilder:rbac:groups=core,resources=configmaps;services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;referencegrants,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies;clienttrafficpolicies;envoyextensionpolicies;httproutefilters;securitypolicies,verbs=get;list;watch;create;update;patch;delete

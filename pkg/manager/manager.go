@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -11,14 +12,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	igwv1alpha1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/controllers"
+	"github.com/igw-dev/igw/pkg/egext"
+	"github.com/igw-dev/igw/pkg/render"
 )
 
 // NewScheme returns the scheme with every kind the operator reads or writes.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, igwv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, igwv1alpha1.AddToScheme,
+		gwapiv1.Install, gwapiv1beta1.Install, infv1.Install, egv1a1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -26,13 +34,22 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// Run starts the operator and blocks until ctx ends.
-func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
+// Operator is the controller-runtime manager with igw's reconcilers registered.
+type Operator struct {
+	ctrl.Manager
+	// Reconcilers are exposed so that tests can drive a reconcile directly.
+	Reconcilers *controllers.Reconcilers
+}
+
+// New builds the operator without starting it.
+func New(cfg *rest.Config, o *Options) (*Operator, error) {
 	scheme, err := NewScheme()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cacheOpts := cache.Options{SyncPeriod: &o.SyncPeriod}
+	// Managed fields are large and the operator never reads them: it compares
+	// against what it applied through its own annotation.
+	cacheOpts := cache.Options{SyncPeriod: &o.SyncPeriod, DefaultTransform: cache.TransformStripManagedFields()}
 	if o.WatchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
 	}
@@ -46,13 +63,34 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		LeaderElectionNamespace: o.LeaderElectionNS,
 	})
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	recs, err := controllers.Setup(context.Background(), mgr, controllers.Options{
+		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage},
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting up the reconcilers: %w", err)
+	}
+	if o.ExtensionServerAddr != "" && o.ExtensionServerAddr != "0" {
+		if err := mgr.Add(egext.Runnable{Addr: o.ExtensionServerAddr}); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return &Operator{Manager: mgr, Reconcilers: recs}, nil
+}
+
+// Run starts the operator and blocks until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
+	op, err := New(cfg, o)
+	if err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	return op.Start(ctx)
 }

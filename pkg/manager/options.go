@@ -21,6 +21,8 @@ type Options struct {
 	EPPImage                string
 	BBRImage                string
 	MaxConcurrentReconciles int
+	// ExtensionServerAddr is where the Envoy Gateway extension server listens; "" or "0" turns it off.
+	ExtensionServerAddr string
 }
 
 // NewOptions returns the defaults.
@@ -33,6 +35,7 @@ func NewOptions() *Options {
 		EPPImage:                "ghcr.io/igw-dev/igw-epp:latest",
 		BBRImage:                "ghcr.io/igw-dev/igw-bbr:latest",
 		MaxConcurrentReconciles: 4,
+		ExtensionServerAddr:     ":5005",
 	}
 }
 
@@ -47,6 +50,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Reconcile objects of this namespace only; all namespaces when empty.")
 	fs.StringVar(&o.EPPImage, "epp-image", o.EPPImage, "Image of the endpoint picker, unless a config or route names one.")
 	fs.StringVar(&o.BBRImage, "bbr-image", o.BBRImage, "Image of the body-based router, unless a config names one.")
+	fs.StringVar(&o.ExtensionServerAddr, "extension-server-bind-address", o.ExtensionServerAddr, "Address of the Envoy Gateway extension server (PostTranslateModify hook); 0 turns it off.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Reconciles that may run at once per kind.")
 }
 

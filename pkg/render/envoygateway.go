@@ -28,14 +28,17 @@ var egAPIVersion = egv1a1.GroupVersion.String()
 // endpointOverridePolicy makes the route's cluster send each request to the
 // endpoint the picker wrote in the destination header (fallbacks after the
 // first), and balance by least request when the header is absent or names no
-// ready pod of the pool.
+// ready pod of the pool. Endpoint routing puts the pods themselves in the
+// cluster, which the override can only choose from.
 func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTrafficPolicy {
 	header := wire.HeaderDestinationEndpoint
+	endpoints := egv1a1.EndpointRoutingType
 	return &egv1a1.BackendTrafficPolicy{
 		TypeMeta:   typeMeta(egAPIVersion, egv1a1.KindBackendTrafficPolicy),
 		ObjectMeta: m,
 		Spec: egv1a1.BackendTrafficPolicySpec{
 			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{routeTarget(route)}},
+			RoutingType:            &endpoints,
 			ClusterSettings: egv1a1.ClusterSettings{LoadBalancer: &egv1a1.LoadBalancer{
 				Type:             egv1a1.LeastRequestLoadBalancerType,
 				EndpointOverride: &egv1a1.EndpointOverride{ExtractFrom: []egv1a1.EndpointOverrideExtractFrom{{Header: &header}}},

@@ -119,7 +119,8 @@ func eppRoleBinding(m metav1.ObjectMeta) *rbacv1.RoleBinding {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: m.Name, Namespace: m.Namespace}}}
 }
 
-func eppFailureMode(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig) igwv1.FailureMode {
+// EPPFailureMode is the route's failure mode, else the config's, else FailClose.
+func EPPFailureMode(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig) igwv1.FailureMode {
 	if mr.Spec.EPP != nil && mr.Spec.EPP.FailureMode != "" {
 		return mr.Spec.EPP.FailureMode
 	}
@@ -228,16 +229,19 @@ func inferencePool(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig, m me
 				Kind:        KindService,
 				Name:        infv1.ObjectName(n.EPP),
 				Port:        &infv1.Port{Number: EPPGRPCPort},
-				FailureMode: infv1.EndpointPickerFailureMode(eppFailureMode(mr, cfg)),
+				FailureMode: infv1.EndpointPickerFailureMode(EPPFailureMode(mr, cfg)),
 			},
 		},
 	}
 }
 
-// poolService is the headless Service of the pool's pods. Envoy Gateway builds
-// the route's cluster from its EndpointSlices; the endpoint override then picks
-// the EPP's choice among exactly those ready pods, so a client-sent destination
-// header can never reach anything outside the pool.
+// poolService is the Service of the pool's pods. Envoy Gateway builds the
+// route's cluster from its EndpointSlices (the traffic policy forces endpoint
+// routing), and the endpoint override then picks the EPP's choice among exactly
+// those ready pods, so a client-sent destination header can never reach
+// anything outside the pool. It keeps a cluster IP rather than being headless:
+// a translator that routes to Services (Envoy Gateway's Service routing, or
+// its offline translator) then still has an address and a cluster for it.
 func poolService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
 	ports := make([]corev1.ServicePort, len(mr.Spec.TargetPorts))
 	for i, p := range mr.Spec.TargetPorts {
@@ -245,10 +249,8 @@ func poolService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
 			TargetPort: intstr.FromInt32(p.Number), Protocol: corev1.ProtocolTCP}
 	}
 	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m, Spec: corev1.ServiceSpec{
-		ClusterIP:                corev1.ClusterIPNone,
-		Selector:                 copyMap(mr.Spec.Selector.MatchLabels),
-		Ports:                    ports,
-		PublishNotReadyAddresses: false,
+		Selector: copyMap(mr.Spec.Selector.MatchLabels),
+		Ports:    ports,
 	}}
 }
 

@@ -1,0 +1,115 @@
+package controllers_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/igw-dev/igw/controllers"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from what the operator created")
+
+// child names one expected child.
+type child struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+}
+
+func (c child) String() string { return fmt.Sprintf("%s %s/%s", c.GVK.Kind, c.Namespace, c.Name) }
+
+// fetch reads a child from the API server.
+func (c child) fetch() (client.Object, error) {
+	o, err := scheme.New(c.GVK)
+	if err != nil {
+		return nil, err
+	}
+	obj := o.(client.Object)
+	return obj, k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, obj)
+}
+
+// goldenForm is a child as stored, minus what differs between runs: server
+// bookkeeping, UIDs (owner references say which owner by name), assigned
+// cluster IPs and the digest annotation (it covers the owner's UID).
+func goldenForm(obj client.Object, gvk schema.GroupVersionKind) map[string]any {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	Expect(err).NotTo(HaveOccurred())
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	u.SetUID("")
+	u.SetResourceVersion("")
+	u.SetGeneration(0)
+	u.SetManagedFields(nil)
+	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(m, "status")
+	if ann := u.GetAnnotations(); ann[controllers.AnnotationAppliedHash] != "" {
+		ann[controllers.AnnotationAppliedHash] = "<digest>"
+		u.SetAnnotations(ann)
+	}
+	refs := u.GetOwnerReferences()
+	for i := range refs {
+		refs[i].UID = types.UID("<uid of " + refs[i].Name + ">")
+	}
+	u.SetOwnerReferences(refs)
+	if gvk.Kind == "Service" {
+		if ip, _, _ := unstructured.NestedString(m, "spec", "clusterIP"); ip != "None" {
+			unstructured.RemoveNestedField(m, "spec", "clusterIP")
+			unstructured.RemoveNestedField(m, "spec", "clusterIPs")
+		}
+	}
+	return m
+}
+
+// checkGolden compares the children with testdata/NAME.golden.yaml.
+func checkGolden(name string, children []child) {
+	var b bytes.Buffer
+	for _, c := range children {
+		obj, err := c.fetch()
+		Expect(err).NotTo(HaveOccurred(), c.String())
+		data, err := yaml.Marshal(goldenForm(obj, c.GVK))
+		Expect(err).NotTo(HaveOccurred())
+		b.WriteString("---\n")
+		b.Write(data)
+	}
+	path := filepath.Join("testdata", name+".golden.yaml")
+	if *update {
+		Expect(os.MkdirAll("testdata", 0o755)).To(Succeed())
+		Expect(os.WriteFile(path, b.Bytes(), 0o644)).To(Succeed())
+		return
+	}
+	want, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred(), "run the suite with -update to create "+path)
+	if !bytes.Equal(want, b.Bytes()) {
+		Fail(fmt.Sprintf("%s differs from the children in the API server (rerun with -update if intended):\n%s", path, firstDiff(string(want), b.String())))
+	}
+}
+
+func firstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, a, b)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,247 @@
+package controllers
+
+import (
+	"context"
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/pkg/render"
+)
+
+// Field indexes of ModelRoutes.
+const (
+	indexConfigRef    = "spec.configRef.name"
+	indexRawConfigMap = "spec.scoring.configMapRef.name"
+)
+
+// Options configure the reconcilers.
+type Options struct {
+	Images                  render.Images
+	MaxConcurrentReconciles int
+}
+
+// Reconcilers are the operator's reconcilers, returned so that tests can drive them directly.
+type Reconcilers struct {
+	ModelRoute *ModelRouteReconciler
+	Config     *InferenceGatewayConfigReconciler
+}
+
+// Setup registers both reconcilers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, error) {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &igwv1.ModelRoute{}, indexConfigRef, func(o client.Object) []string {
+		return []string{o.(*igwv1.ModelRoute).Spec.ConfigRef.Name}
+	}); err != nil {
+		return nil, err
+	}
+	if err := idx.IndexField(ctx, &igwv1.ModelRoute{}, indexRawConfigMap, func(o client.Object) []string {
+		if s := o.(*igwv1.ModelRoute).Spec.Scoring; s != nil && s.ConfigMapRef != nil {
+			return []string{s.ConfigMapRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	kinds := NewKinds(mgr.GetRESTMapper())
+	applier := &Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}
+	ev := recorder{mgr.GetEventRecorder("igw-operator")}
+	mr := &ModelRouteReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Kinds: kinds, Applier: applier, Images: o.Images, Events: ev}
+	cfg := &InferenceGatewayConfigReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Kinds: kinds, Applier: applier, Images: o.Images, Events: ev}
+	opts := controller.Options{MaxConcurrentReconciles: max(1, o.MaxConcurrentReconciles)}
+	if err := mr.setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := cfg.setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return &Reconcilers{ModelRoute: mr, Config: cfg}, nil
+}
+
+func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named("modelroute").
+		For(&igwv1.ModelRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.routesForPod), builder.WithPredicates(endpointChange)).
+		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.routesForConfig),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.routesForRawConfig)).
+		WithOptions(opts).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &igwv1.ModelRoute{}, handler.OnlyControllerOwner())
+	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
+		want: []schema.GroupVersionKind{GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKGateway},
+		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
+			if gvk == GVKGateway {
+				return handler.EnqueueRequestsFromMapFunc(r.routesForGateway)
+			}
+			return owner
+		}}
+	return r.watches.ensure()
+}
+
+func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+	children := handler.EnqueueRequestsFromMapFunc(r.configsForChild)
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named("inferencegatewayconfig").
+		For(&igwv1.InferenceGatewayConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute)).
+		WithOptions(opts).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
+		want: []schema.GroupVersionKind{GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter,
+			GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy, GVKSecurityPolicy},
+		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
+			if gvk == GVKGateway {
+				return handler.EnqueueRequestsFromMapFunc(r.configsForGateway)
+			}
+			return children
+		}}
+	return r.watches.ensure()
+}
+
+// endpointChange passes pod events that can change a route's endpoints or
+// accelerator types, and drops the frequent status updates that cannot.
+var endpointChange = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+	return !reflect.DeepEqual(o.Labels, n.Labels) || o.Status.PodIP != n.Status.PodIP || podReady(o) != podReady(n) ||
+		o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}}
+
+func requestsFor[T client.Object](items []T) []reconcile.Request {
+	out := make([]reconcile.Request, len(items))
+	for i, o := range items {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
+	}
+	return out
+}
+
+func routeRequests(routes []igwv1.ModelRoute) []reconcile.Request {
+	ptrs := make([]*igwv1.ModelRoute, len(routes))
+	for i := range routes {
+		ptrs[i] = &routes[i]
+	}
+	return requestsFor(ptrs)
+}
+
+func (r *ModelRouteReconciler) routesForPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	var routes igwv1.ModelRouteList
+	if err := r.Client.List(ctx, &routes, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range routes.Items {
+		if selects(&routes.Items[i], obj.GetLabels()) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&routes.Items[i])})
+		}
+	}
+	return out
+}
+
+func (r *ModelRouteReconciler) routesForConfig(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.routesByIndex(ctx, obj.GetNamespace(), indexConfigRef, obj.GetName())
+}
+
+func (r *ModelRouteReconciler) routesForRawConfig(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.routesByIndex(ctx, obj.GetNamespace(), indexRawConfigMap, obj.GetName())
+}
+
+func (r *ModelRouteReconciler) routesByIndex(ctx context.Context, namespace, index, value string) []reconcile.Request {
+	var routes igwv1.ModelRouteList
+	if err := r.Client.List(ctx, &routes, client.InNamespace(namespace), client.MatchingFields{index: value}); err != nil {
+		return nil
+	}
+	return routeRequests(routes.Items)
+}
+
+func (r *ModelRouteReconciler) routesForGateway(ctx context.Context, obj client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, cfg := range configsServedBy(ctx, r.Client, obj) {
+		out = append(out, r.routesByIndex(ctx, cfg.Namespace, indexConfigRef, cfg.Name)...)
+	}
+	return out
+}
+
+// configsServedBy lists the configs whose Gateway is gw.
+func configsServedBy(ctx context.Context, c client.Client, gw client.Object) []igwv1.InferenceGatewayConfig {
+	var cfgs igwv1.InferenceGatewayConfigList
+	if err := c.List(ctx, &cfgs); err != nil {
+		return nil
+	}
+	var out []igwv1.InferenceGatewayConfig
+	for _, cfg := range cfgs.Items {
+		if t := render.ResolveGateway(&cfg); t.Name == gw.GetName() && t.Namespace == gw.GetNamespace() {
+			out = append(out, cfg)
+		}
+	}
+	return out
+}
+
+func (r *InferenceGatewayConfigReconciler) configsForGateway(ctx context.Context, obj client.Object) []reconcile.Request {
+	cfgs := configsServedBy(ctx, r.Client, obj)
+	ptrs := make([]*igwv1.InferenceGatewayConfig, len(cfgs))
+	for i := range cfgs {
+		ptrs[i] = &cfgs[i]
+	}
+	return requestsFor(ptrs)
+}
+
+// configsForChild maps a child to its config: by controller reference in the
+// config's namespace, by the config-namespace label elsewhere.
+func (r *InferenceGatewayConfigReconciler) configsForChild(ctx context.Context, obj client.Object) []reconcile.Request {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		if ref.Kind == render.KindConfig && ref.APIVersion == igwv1.GroupVersion.String() {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+		}
+		return nil
+	}
+	ns, ok := obj.GetLabels()[render.LabelConfigNamespace]
+	if !ok {
+		return nil
+	}
+	var cfgs igwv1.InferenceGatewayConfigList
+	if err := r.Client.List(ctx, &cfgs, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range cfgs.Items {
+		if render.LabelValue(cfgs.Items[i].Name) == obj.GetLabels()[render.LabelConfig] {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&cfgs.Items[i])})
+		}
+	}
+	return out
+}
+
+func configOfRoute(_ context.Context, obj client.Object) []reconcile.Request {
+	mr := obj.(*igwv1.ModelRoute)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mr.Namespace, Name: mr.Spec.ConfigRef.Name}}}
+}

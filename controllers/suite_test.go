@@ -1,0 +1,136 @@
+package controllers_test
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/igw-dev/igw/controllers"
+	"github.com/igw-dev/igw/internal/testenv"
+	"github.com/igw-dev/igw/pkg/manager"
+	"github.com/igw-dev/igw/pkg/render"
+)
+
+func TestOperator(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "igw operator on a real API server")
+}
+
+// externalCRDs are the third-party CRDs the operator works with.
+var externalCRDs = []string{
+	"config/crd/external/gateway-api",
+	"config/crd/external/inference-extension",
+	"config/crd/external/envoy-gateway",
+}
+
+var testImages = render.Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
+
+var (
+	env    *testenv.Env
+	k8s    client.Client // the test's own client, not counted
+	scheme *runtime.Scheme
+	recs   *controllers.Reconcilers
+	writes = &writeCounter{}
+	ctx    context.Context
+	cancel context.CancelFunc
+)
+
+// writeCounter counts the operator's requests that can change state: the proof
+// that a reconcile of an unchanged object writes nothing.
+type writeCounter struct {
+	mu     sync.Mutex
+	n      int
+	byPath map[string]int
+}
+
+func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			w.mu.Lock()
+			w.n++
+			if w.byPath == nil {
+				w.byPath = map[string]int{}
+			}
+			w.byPath[req.Method+" "+req.URL.Path]++
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// snapshot returns the count and a copy of the per-path counts.
+func (w *writeCounter) snapshot() (int, map[string]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	paths := make(map[string]int, len(w.byPath))
+	for k, v := range w.byPath {
+		paths[k] = v
+	}
+	return w.n, paths
+}
+
+// since lists the writes after an earlier snapshot, for failure messages.
+func (w *writeCounter) since(before map[string]int) string {
+	_, now := w.snapshot()
+	var out []string
+	for k, v := range now {
+		if d := v - before[k]; d > 0 {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: externalCRDs})
+	Expect(err).NotTo(HaveOccurred())
+	scheme, err = manager.NewScheme()
+	Expect(err).NotTo(HaveOccurred())
+	k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	counted := rest.CopyConfig(env.Config)
+	counted.WrapTransport = writes.wrap
+	// The test drives status changes quickly; the defaults would throttle 100 routes.
+	counted.QPS, counted.Burst = 200, 400
+	op, err := manager.New(counted, &manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", SyncPeriod: 10 * time.Hour,
+		EPPImage: testImages.EPP, BBRImage: testImages.BBR, MaxConcurrentReconciles: 4,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	recs = op.Reconcilers
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(op.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
