@@ -1,0 +1,217 @@
+// Package gateway is igw's standalone gateway: one process that serves the
+// OpenAI API and runs the body-based router and the endpoint picker in
+// process over endpoints from files, proxying each request to the endpoint
+// picked. It is the way to try igw without a cluster and the gateway of live
+// benchmarks; in a cluster, Envoy Gateway plays this part and the BBR and EPP
+// run as ext_proc servers.
+//
+// Per request: the body is read whole, the BBR finds the model (and, for a
+// LoRA adapter, its base model), the model names the pool, the pool's picker
+// (the EPP director for the igw policy, a benchmark baseline otherwise)
+// chooses an endpoint and fallbacks, and net/http/httputil proxies the
+// request, flushing every write so server-sent events pass as they arrive. A
+// connection that fails before any byte is sent is retried on the next
+// fallback. The response is metered on its way back (pkg/epp/responsestream)
+// so the picker learns each endpoint's speed from real streaming.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/bbr"
+	"github.com/igw-dev/igw/pkg/epp/requestbody"
+)
+
+// Gateway is a configured gateway, not yet serving.
+type Gateway struct {
+	opts  *Options
+	log   *slog.Logger
+	clock clock
+	bbr   *bbr.Router
+	pools []*pool
+	// byModel maps served names and adapters to their pool; catchAll takes
+	// every model when the only pool lists none.
+	byModel  map[string]*pool
+	catchAll *pool
+	models   []byte // the /v1/models answer
+
+	proxy   *httputil.ReverseProxy
+	parsers sync.Pool
+
+	mu   sync.Mutex
+	addr string
+}
+
+// New builds a gateway from completed, validated options. Every endpoints
+// and EPP configuration file is read once, so a broken one fails at start.
+func New(o *Options, log *slog.Logger) (*Gateway, error) {
+	if o.Resolved == nil {
+		return nil, errors.New("gateway options are not completed")
+	}
+	g := &Gateway{opts: o, log: log, clock: newClock(o.TimeScale), byModel: map[string]*pool{},
+		bbr: bbr.NewRouter(bbr.RouterConfig{MaxRequestBodyBytes: o.MaxBodyBytes})}
+	g.parsers.New = func() any { return new(requestbody.Parser) }
+	g.bbr.SetAdapters(o.Resolved.adapterMap())
+	for _, pc := range o.Resolved.Pools {
+		p, err := newPool(pc, o, g.clock, log)
+		if err != nil {
+			return nil, err
+		}
+		g.pools = append(g.pools, p)
+		for _, m := range pc.Models {
+			g.byModel[m] = p
+		}
+		for a := range pc.Adapters {
+			g.byModel[a] = p
+		}
+		if len(pc.Models) == 0 {
+			g.catchAll = p
+		}
+	}
+	g.models = modelList(o.Resolved, time.Now())
+	g.proxy = g.newProxy()
+	return g, nil
+}
+
+// poolFor returns the pool serving model (or its base model), nil for none.
+func (g *Gateway) poolFor(model, base string) *pool {
+	if p := g.byModel[model]; p != nil {
+		return p
+	}
+	if p := g.byModel[base]; base != "" && p != nil {
+		return p
+	}
+	return g.catchAll
+}
+
+// Handler serves the OpenAI API, /v1/models, /healthz and /readyz.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, path := range InferencePaths {
+		mux.HandleFunc("POST "+path, g.serveInference)
+	}
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(g.models)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", g.serveReady)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		e := notFoundPath(r.Method, r.URL.Path)
+		e.Write(w)
+	})
+	return mux
+}
+
+// InferencePaths are the OpenAI endpoints the gateway routes.
+var InferencePaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"}
+
+// Ready reports whether every pool can route, with each pool's detail.
+func (g *Gateway) Ready() (bool, map[string]any) {
+	ok := true
+	detail := map[string]any{}
+	for _, p := range g.pools {
+		pok, d := p.ready()
+		ok = ok && pok
+		detail[p.cfg.Name] = d
+	}
+	return ok, detail
+}
+
+func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
+	ok, detail := g.Ready()
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "pools": detail})
+}
+
+// Addr is the address the gateway listens on once Run has started it.
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.addr
+}
+
+// Run serves until ctx ends. ready, when not nil, is closed once the port is open.
+func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(g.opts.BindAddress, strconv.Itoa(g.opts.Port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	g.mu.Lock()
+	g.addr = l.Addr().String()
+	g.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range g.pools {
+		wg.Go(func() { p.run(ctx) })
+	}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	if ready != nil {
+		close(ready)
+	}
+	g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools))
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = srv.Shutdown(sctx)
+		scancel()
+	}
+	cancel()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// modelList is the OpenAI model list of every served name and adapter, in
+// configuration order; adapters name their base model as parent, as vLLM does.
+func modelList(c *Config, created time.Time) []byte {
+	type model struct {
+		ID      string  `json:"id"`
+		Object  string  `json:"object"`
+		Created int64   `json:"created"`
+		OwnedBy string  `json:"owned_by"`
+		Root    string  `json:"root"`
+		Parent  *string `json:"parent"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, p := range c.Pools {
+		for _, m := range p.Models {
+			list.Data = append(list.Data, model{ID: m, Object: "model", Created: created.Unix(), OwnedBy: "igw", Root: m})
+		}
+		names := make([]string, 0, len(p.Adapters))
+		for a := range p.Adapters {
+			names = append(names, a)
+		}
+		slices.Sort(names)
+		for _, a := range names {
+			base := p.Adapters[a]
+			list.Data = append(list.Data, model{ID: a, Object: "model", Created: created.Unix(), OwnedBy: "igw", Root: a, Parent: &base})
+		}
+	}
+	out, _ := json.Marshal(list) // cannot fail: strings and numbers
+	return out
+}

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/igw-dev/igw/pkg/bench/policies"
+	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+	"github.com/igw-dev/igw/pkg/epp/source"
+	"github.com/igw-dev/igw/pkg/epp/telemetry"
+)
+
+// pool is one group of model servers with its own endpoint source, telemetry
+// scraper and picker: what an InferencePool and its EPP are in a cluster.
+type pool struct {
+	cfg     PoolConfig
+	policy  string
+	store   *datastore.Store
+	picker  picker
+	file    *source.File
+	watcher *config.Watcher // igw with an eppConfig file
+	scraper *telemetry.Scraper
+}
+
+func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error) {
+	p := &pool{cfg: pc, policy: pc.Policy, store: datastore.NewStore(datastore.DefaultPriors)}
+	if p.policy == "" {
+		p.policy = o.Policy
+	}
+	log = log.With("pool", pc.Name)
+	p.file = &source.File{Path: pc.EndpointsFile, Interval: o.ConfigPollInterval, Store: p.store, Log: log}
+	if err := p.file.Load(); err != nil {
+		return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
+	}
+	telemetryWanted := true
+	if p.policy == policies.IGW {
+		d := director.New(p.store, director.Options{Staleness: o.MetricsStaleness,
+			StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
+		reg := plugins.NewRegistry()
+		if pc.EPPConfig == "" {
+			pl, err := config.Load([]byte(config.Default), reg)
+			if err != nil {
+				return nil, fmt.Errorf("built-in EPP configuration: %w", err)
+			}
+			d.SetPipeline(pl)
+		} else {
+			p.watcher = &config.Watcher{Path: pc.EPPConfig, Interval: o.ConfigPollInterval, Registry: reg,
+				Apply: d.SetPipeline, Log: log}
+			if err := p.watcher.Load(); err != nil {
+				return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
+			}
+		}
+		p.picker = &eppPicker{d: d, clock: c}
+	} else {
+		if pc.EPPConfig != "" {
+			log.Warn("eppConfig applies to the igw policy only; ignored", "policy", p.policy)
+		}
+		pp, err := newPolicyPicker(p.policy, o.Seed, p.store, o.ScrapeInterval, c)
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
+		}
+		p.picker = pp
+		telemetryWanted = pp.wants.Telemetry
+	}
+	if telemetryWanted {
+		p.scraper = &telemetry.Scraper{Store: p.store, Sink: p.picker, Interval: c.Wall(o.ScrapeInterval),
+			Timeout: c.Wall(o.ScrapeTimeout), Path: o.MetricsPath, Log: log, Now: c.Now}
+	}
+	return p, nil
+}
+
+// run keeps the pool's endpoints, configuration and telemetry current until ctx ends.
+func (p *pool) run(ctx context.Context) {
+	done := make(chan struct{}, 3)
+	n := 0
+	spawn := func(f func()) {
+		n++
+		go func() { f(); done <- struct{}{} }()
+	}
+	spawn(func() { p.file.Run(ctx) })
+	if p.watcher != nil {
+		spawn(func() { p.watcher.Run(ctx) })
+	}
+	if p.scraper != nil {
+		spawn(func() { _ = p.scraper.Run(ctx) })
+	}
+	for range n {
+		<-done
+	}
+}
+
+// ready reports whether the pool can route: it has endpoints and, with an
+// EPP configuration file, a valid configuration.
+func (p *pool) ready() (bool, map[string]any) {
+	detail := map[string]any{"endpoints": p.store.Len(), "policy": p.policy}
+	ok := p.store.Len() > 0
+	if p.watcher != nil {
+		st := p.watcher.Status()
+		detail["config"] = st
+		ok = ok && st.Loaded
+	}
+	return ok, detail
+}

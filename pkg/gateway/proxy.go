@@ -1,0 +1,265 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/epp/requestbody"
+	"github.com/igw-dev/igw/pkg/epp/responsestream"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// exchange is one proxied request: its pool, its pick and the response meter.
+type exchange struct {
+	pool     *pool
+	pick     *pick
+	meter    responsestream.Meter
+	status   int
+	first    bool // the first output event was seen
+	finished atomic.Bool
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// finish ends the pick's accounting once; complete is false when the
+// response did not arrive whole.
+func (x *exchange) finish(complete bool) {
+	if !x.finished.CompareAndSwap(false, true) {
+		return
+	}
+	usage, ok := x.meter.Finish()
+	out := 0
+	if ok && complete && x.status < 400 {
+		out = usage.CompletionTokens
+	}
+	x.pool.picker.Done(x.pick, out)
+}
+
+// observe meters one chunk of the response body.
+func (x *exchange) observe(chunk []byte) {
+	if x.status >= 400 {
+		return
+	}
+	events := x.meter.Feed(chunk)
+	if events == 0 {
+		return
+	}
+	if !x.first {
+		x.first = true
+		x.pool.picker.FirstToken(x.pick)
+		events--
+	}
+	if events > 0 {
+		x.pool.picker.Tokens(x.pick, events)
+	}
+}
+
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			apierror.TooLarge(g.opts.MaxBodyBytes).Write(w)
+			return
+		}
+		apierror.BadRequest("unreadable_body", "Reading the request body failed: %v", err).Write(w)
+		return
+	}
+	dec, apiErr := g.bbr.Route(r.Header, body)
+	if apiErr != nil {
+		apiErr.Write(w)
+		return
+	}
+	var p *pool
+	switch {
+	case dec.PassThrough && len(g.pools) == 1:
+		p = g.pools[0]
+	case dec.PassThrough:
+		apierror.BadRequest("unsupported_content_type",
+			"Send a JSON body (Content-Type: application/json) naming a model: this gateway routes by model.").Write(w)
+		return
+	default:
+		if p = g.poolFor(dec.Model, dec.BaseModel); p == nil {
+			apierror.ModelNotFound(dec.Model).Write(w)
+			return
+		}
+		dec.Apply(r.Header)
+	}
+
+	req := &scheduling.Request{Headers: lowerHeaders(r.Header)}
+	if v := r.Header.Get(wire.HeaderPriority); v != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			req.Priority = n
+		}
+	}
+	parser := g.parsers.Get().(*requestbody.Parser)
+	parsed, perr := parser.Parse(body)
+	if perr != nil && !dec.PassThrough {
+		g.parsers.Put(parser)
+		perr.Write(w)
+		return
+	}
+	if perr == nil {
+		req.Model, req.Adapter = p.picker.Resolve(parsed.Model, dec.BaseModel)
+		req.Prompt = parsed.Prompt
+	}
+	pk, apiErr := p.picker.Pick(r.Context(), req, r.Header.Get(wire.HeaderDebug) == "1")
+	g.parsers.Put(parser) // req.Prompt shares the parser's memory: unused from here
+	if apiErr != nil {
+		apiErr.Write(w)
+		return
+	}
+	x := &exchange{pool: p, pick: pk, meter: responsestream.Meter{Streaming: parsed.Stream}}
+	defer x.finish(false)
+
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	ctx := context.WithValue(r.Context(), exchangeKey{}, x)
+	if g.opts.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.clock.Wall(g.opts.RequestTimeout))
+		defer cancel()
+	}
+	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func lowerHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			out[strings.ToLower(k)] = v[0]
+		}
+	}
+	return out
+}
+
+func (g *Gateway) newProxy() *httputil.ReverseProxy {
+	dialer := &net.Dialer{Timeout: g.clock.Wall(g.opts.DialTimeout), KeepAlive: 30 * time.Second}
+	base := &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			x := exchangeOf(pr.In.Context())
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = x.pick.Endpoint
+			pr.Out.Host = ""
+		},
+		Transport: &fallbackTransport{base: base},
+		// Flush every write: server-sent events reach the client as they arrive.
+		FlushInterval:  -1,
+		ModifyResponse: modifyResponse,
+		ErrorHandler:   g.proxyError,
+	}
+}
+
+// modifyResponse adds the score breakdown and meters the body.
+func modifyResponse(resp *http.Response) error {
+	x := exchangeOf(resp.Request.Context())
+	if x == nil {
+		return nil
+	}
+	x.status = resp.StatusCode
+	if x.pick.Breakdown != "" {
+		resp.Header.Set(wire.HeaderScoreBreakdown, x.pick.Breakdown)
+	}
+	resp.Body = &meteredBody{ReadCloser: resp.Body, x: x}
+	return nil
+}
+
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if x := exchangeOf(r.Context()); x != nil {
+		x.finish(false)
+	}
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		return // the client left
+	}
+	g.log.Warn("proxying failed", "error", err)
+	e := &apierror.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_unavailable",
+		Message: "The model server could not be reached: " + err.Error()}
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.Status, e.Code, e.Message = http.StatusGatewayTimeout, "upstream_timeout", "The model server did not answer in time."
+	}
+	e.Write(w)
+}
+
+// meteredBody feeds the response to the exchange's meter as the proxy reads it.
+type meteredBody struct {
+	io.ReadCloser
+	x *exchange
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.x.observe(p[:n])
+	}
+	if errors.Is(err, io.EOF) {
+		b.x.finish(true)
+	}
+	return n, err
+}
+
+func (b *meteredBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.x.finish(false)
+	return err
+}
+
+// fallbackTransport retries a request whose connection failed, before any
+// byte was sent, on the pick's next fallback, moving the pick's accounting
+// there.
+type fallbackTransport struct {
+	base http.RoundTripper
+}
+
+func (t *fallbackTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	x := exchangeOf(req.Context())
+	for {
+		resp, err := t.base.RoundTrip(req)
+		if err == nil || x == nil || !isDialError(err) || len(x.pick.Fallbacks) == 0 || req.GetBody == nil {
+			return resp, err
+		}
+		next := x.pick.Fallbacks[0]
+		x.pick.Endpoint, x.pick.Fallbacks = next, x.pick.Fallbacks[1:]
+		x.pool.picker.Reroute(x.pick, next)
+		body, berr := req.GetBody()
+		if berr != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.URL.Host, req.Host, req.Body = next, "", body
+	}
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// notFoundPath is the OpenAI-style answer for a path the gateway does not serve.
+func notFoundPath(method, path string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+		Message: "Unknown request URL: " + method + " " + path + ". The gateway serves " + strings.Join(InferencePaths, ", ") + " and GET /v1/models."}
+}
