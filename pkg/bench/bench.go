@@ -45,10 +45,16 @@ type Outcome struct {
 	TTFTs []float64
 	// Wall is the job's wall-clock time.
 	Wall time.Duration
+	// Trace is every request's record, kept when the runner was asked to.
+	Trace *Trace
 }
 
 // RunJob runs one job on b.
 func RunJob(ctx context.Context, b Backend, job Job, progress func(float64)) (Outcome, error) {
+	return runJob(ctx, b, job, progress, false)
+}
+
+func runJob(ctx context.Context, b Backend, job Job, progress func(float64), keepTrace bool) (Outcome, error) {
 	start := time.Now()
 	gen, err := workload.New(job.Scenario, job.Seed, job.Scenario.MaxContext())
 	if err != nil {
@@ -62,13 +68,28 @@ func RunJob(ctx context.Context, b Backend, job Job, progress func(float64)) (Ou
 		return Outcome{}, fmt.Errorf("%s / %s / seed %d: %w", job.Scenario.Name, job.Policy, job.Seed, err)
 	}
 	m, ttfts := Compute(rec.Trace(), job.Scenario)
-	return Outcome{Job: job, Metrics: m, TTFTs: ttfts, Wall: time.Since(start)}, nil
+	o := Outcome{Job: job, Metrics: m, TTFTs: ttfts, Wall: time.Since(start)}
+	if keepTrace {
+		o.Trace = rec.Trace()
+	}
+	return o, nil
 }
 
-// RunJobs runs jobs on b, parallel at a time (0: one per CPU), the most
-// expensive first so the slowest run does not start last, and returns the
-// outcomes in job order. It stops at the first error.
-func RunJobs(ctx context.Context, b Backend, jobs []Job, parallel int, bar *Progress) ([]Outcome, error) {
+// RunOptions tune RunJobs.
+type RunOptions struct {
+	// Parallel is the number of runs at a time (0: one per CPU).
+	Parallel int
+	// Progress draws a bar (nil: none).
+	Progress *Progress
+	// KeepTraces keeps every request's record in the outcomes.
+	KeepTraces bool
+}
+
+// RunJobs runs jobs on b, the most expensive first so that the slowest run
+// does not start last, and returns the outcomes in job order. It stops at the
+// first error.
+func RunJobs(ctx context.Context, b Backend, jobs []Job, opts RunOptions) ([]Outcome, error) {
+	parallel, bar := opts.Parallel, opts.Progress
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
@@ -88,7 +109,7 @@ func RunJobs(ctx context.Context, b Backend, jobs []Job, parallel int, bar *Prog
 	for range min(parallel, len(jobs)) {
 		wg.Go(func() {
 			for i := range work {
-				o, err := RunJob(ctx, b, jobs[i], bar.Job(i))
+				o, err := runJob(ctx, b, jobs[i], bar.Job(i), opts.KeepTraces)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err

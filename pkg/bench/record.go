@@ -1,6 +1,10 @@
 package bench
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/bench/workload"
@@ -13,8 +17,11 @@ type Record struct {
 	Arrival    time.Duration
 	FirstToken time.Duration // 0 until the first token
 	Finish     time.Duration // 0 until it finished or failed
-	// OutputTokens is what the server generated.
+	// OutputTokens is what the server generated; PromptTokens the prompt's
+	// length and CachedTokens its prefix-cache hit on the server.
 	OutputTokens int
+	PromptTokens int
+	CachedTokens int
 	// Counted is false for warmup requests.
 	Counted bool
 	// Done is set when the request finished or failed.
@@ -22,6 +29,8 @@ type Record struct {
 	Failed bool
 	// Pod is the index of the pod that served it (-1: none).
 	Pod int
+	// Adapter is the LoRA adapter it named ("" for the base model).
+	Adapter string
 }
 
 // FleetCounters are the model servers' own counters over the measurement
@@ -54,7 +63,7 @@ func NewRecorder() *Recorder { return &Recorder{byID: map[uint64]int{}} }
 // Arrived records a request the client sent at req.Arrival.
 func (r *Recorder) Arrived(req *workload.Request) {
 	r.byID[req.ID] = len(r.trace.Records)
-	r.trace.Records = append(r.trace.Records, Record{ID: req.ID, Arrival: req.Arrival, Counted: req.Counted, Pod: -1})
+	r.trace.Records = append(r.trace.Records, Record{ID: req.ID, Arrival: req.Arrival, Counted: req.Counted, Pod: -1, Adapter: req.Adapter})
 }
 
 // Routed records the pod a request went to.
@@ -71,11 +80,13 @@ func (r *Recorder) FirstToken(id uint64, at time.Duration) {
 	}
 }
 
-// Finished records a completed request and how many tokens it produced.
-func (r *Recorder) Finished(id uint64, at time.Duration, outputTokens int) {
+// Finished records a completed request: the tokens it produced, its prompt
+// length and how much of the prompt the server had cached.
+func (r *Recorder) Finished(id uint64, at time.Duration, outputTokens, promptTokens, cachedTokens int) {
 	if i, ok := r.byID[id]; ok {
 		rec := &r.trace.Records[i]
 		rec.Finish, rec.OutputTokens, rec.Done = at, outputTokens, true
+		rec.PromptTokens, rec.CachedTokens = promptTokens, cachedTokens
 		delete(r.byID, id)
 	}
 }
@@ -97,3 +108,19 @@ func (r *Recorder) InFlight() int { return len(r.byID) }
 
 // Trace returns what was recorded.
 func (r *Recorder) Trace() *Trace { return &r.trace }
+
+// WriteCSV writes the records as CSV (times in seconds), one request a line.
+func (t *Trace) WriteCSV(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "id,arrival_s,ttft_s,e2e_s,pod,adapter,prompt_tokens,cached_tokens,output_tokens,counted,failed")
+	for i := range t.Records {
+		r := &t.Records[i]
+		ttft := ""
+		if r.FirstToken > 0 {
+			ttft = strconv.FormatFloat((r.FirstToken - r.Arrival).Seconds(), 'f', 6, 64)
+		}
+		fmt.Fprintf(bw, "%d,%.6f,%s,%.6f,%d,%s,%d,%d,%d,%t,%t\n", r.ID, r.Arrival.Seconds(), ttft, (r.Finish - r.Arrival).Seconds(),
+			r.Pod, r.Adapter, r.PromptTokens, r.CachedTokens, r.OutputTokens, r.Counted, r.Failed)
+	}
+	return bw.Flush()
+}

@@ -145,6 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c.register(fs, "")
 	file := fs.String("scenario", "", "scenario file (required)")
 	format := fs.String("format", "table", "json or table")
+	traces := fs.String("trace", "", "directory to write every request's record into, one CSV per policy and seed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -171,9 +172,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: uint64(seed)})
 		}
 	}
-	outcomes, err := bench.RunJobs(ctx, b, jobs, c.parallel, bench.NewProgress(stderr, sc.Name, len(jobs)))
+	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: c.parallel,
+		Progress: bench.NewProgress(stderr, sc.Name, len(jobs)), KeepTraces: *traces != ""})
 	if err != nil {
 		return err
+	}
+	if *traces != "" {
+		if err := writeTraces(*traces, sc.Name, outcomes); err != nil {
+			return err
+		}
 	}
 	rep := bench.NewReport(sc.Name, b.Mode(), outcomes)
 	if c.out != "" {
@@ -213,6 +220,27 @@ func writeRun(dir string, rep bench.Report, outcomes []bench.Outcome, names []st
 		series = append(series, plots.Series{Policy: p, Values: ttfts})
 	}
 	return plots.TTFTCDF(filepath.Join(dir, "ttft-cdf-"+rep.Scenario+".png"), rep.Scenario+": TTFT distribution ("+rep.Mode+")", series)
+}
+
+// writeTraces writes one CSV of request records per outcome into dir.
+func writeTraces(dir, name string, outcomes []bench.Outcome) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, o := range outcomes {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d.csv", name, o.Policy, o.Seed)))
+		if err != nil {
+			return err
+		}
+		err = o.Trace.WriteCSV(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -199,7 +199,7 @@ func (r *run) handle(events []sim.Event) {
 		case sim.EventToken:
 			r.router.Tokens(f.ticket, 1, now)
 		case sim.EventFinish:
-			r.rec.Finished(ev.RequestID, ev.Time, ev.Tokens)
+			r.rec.Finished(ev.RequestID, ev.Time, ev.Tokens, ev.PromptTokens, ev.CachedTokens)
 			r.router.Done(f.ticket, ev.Tokens, now)
 			delete(r.flying, ev.RequestID)
 			r.gen.Finished(f.req, ev.Time, true)

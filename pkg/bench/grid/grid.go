@@ -65,7 +65,7 @@ func Run(ctx context.Context, b bench.Backend, opts Options) (*Result, error) {
 		bar = bench.NewProgress(opts.Progress, "grid", len(jobs))
 	}
 	start := time.Now()
-	outcomes, err := bench.RunJobs(ctx, b, jobs, parallel, bar)
+	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: parallel, Progress: bar})
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ package policies
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"time"
 
@@ -119,7 +120,7 @@ func New(name string, fleet Fleet, seed uint64) (Router, error) {
 	case LegacyBlend:
 		return newEPP(fleet, legacyBlendConfig, seed)
 	case IGW:
-		return newEPP(fleet, "", seed)
+		return newEPP(fleet, os.Getenv("IGW_BENCH_CONFIG"), seed)
 	case Oracle:
 		if fleet.Predict == nil {
 			return nil, fmt.Errorf("policy oracle needs the exact cost model, which only the des backend has")
