@@ -107,11 +107,20 @@ const (
 
 // Default is the configuration used without a file: rank by predicted time to
 // first token, which already accounts for queues, cached prefixes, adapters
-// and each endpoint's measured speed.
+// and each endpoint's measured speed, plus the prefill time the choice costs
+// the endpoint (so that a prefix-cache miss weighs what it costs the fleet,
+// not only the request); among endpoints predicted alike, the least loaded
+// wins (running-requests at a small weight), which keeps decode batches even.
 const Default = `
+plugins:
+- name: predicted-latency
+  type: predicted-latency
+  parameters: {prefillWorkWeight: 1}
 scorers:
 - plugin: predicted-latency
   weight: 1
+- plugin: running-requests
+  weight: 0.2
 picker: max-score-picker
 `
 

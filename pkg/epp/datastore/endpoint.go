@@ -68,12 +68,25 @@ type Speed struct {
 	// PrefillTokensPerSecond is the rate at which the endpoint works through
 	// uncached prompt tokens (queued ones included).
 	PrefillTokensPerSecond float64
-	// DecodeStepSeconds is the time between two tokens of one sequence.
+	// DecodeStepSeconds is the endpoint's typical engine step (the median time
+	// between two tokens of a sequence): the overhead every step adds to a
+	// prefill, and the pace of decoding when no prompt competes.
 	DecodeStepSeconds float64
-	// PrefillSamples and DecodeSamples count the observations behind each figure;
-	// zero means the figure is still the prior.
-	PrefillSamples int
-	DecodeSamples  int
+	// InterTokenSeconds is the mean time between two tokens, prompt chunks
+	// sharing the steps included: what a new stream's time per token would be.
+	InterTokenSeconds float64
+	// AdapterLoadSeconds is the first-token delay beyond the predicted prefill
+	// of requests whose LoRA adapter was not running there: the expected cost of
+	// loading an adapter (resident idle adapters make it lower than a load).
+	AdapterLoadSeconds float64
+	// RequestSeconds is the mean time from pick to completion.
+	RequestSeconds float64
+	// PrefillSamples, DecodeSamples, AdapterLoadSamples and RequestSamples count
+	// the observations behind each figure; zero means it is unknown (the prior).
+	PrefillSamples     int
+	DecodeSamples      int
+	AdapterLoadSamples int
+	RequestSamples     int
 }
 
 // Priors are the speeds assumed for an endpoint before any observation. They

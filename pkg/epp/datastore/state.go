@@ -11,10 +11,24 @@ import (
 // fast; the prefill rate is a ratio of decayed sums of work and time, so large
 // prompts (informative) weigh more than tiny ones (dominated by overhead).
 const (
-	decodeEWMAAlpha   = 0.1
 	prefillDecay      = 0.85
 	meanPromptAlpha   = 0.1
 	minPrefillSeconds = 1e-4
+	// stepMedianRate is how far (relatively) one observed step moves the
+	// decode-step estimate, a streaming median; interTokenAlpha is one step's
+	// weight in the mean inter-token time.
+	stepMedianRate  = 0.05
+	interTokenAlpha = 0.05
+	// sameStepFraction: tokens observed within this fraction of a step of the
+	// previous observation come from the same engine step.
+	sameStepFraction = 0.25
+	// adapterLoadAlpha and requestAlpha are one request's weight in the mean
+	// adapter load time and the mean request duration.
+	adapterLoadAlpha = 0.2
+	requestAlpha     = 0.05
+	// maxAdapterLoadSeconds caps one observed load: a longer delay is a wait
+	// for a free adapter slot, which scorers price separately.
+	maxAdapterLoadSeconds = 2.0
 )
 
 // Request is one request's life on an endpoint, from pick to completion. The
@@ -37,6 +51,9 @@ type Request struct {
 	lastTokenAt  time.Time
 	tokens       int
 	done         bool
+	// loadsAdapter: the adapter was neither running there nor sent there since
+	// the sample, so the server probably loads it for this request.
+	loadsAdapter bool
 }
 
 // FirstTokenAt is zero until the first token was observed.
@@ -74,14 +91,17 @@ type EndpointState struct {
 	adaptersSince []string
 
 	prefillWork, prefillTime float64
-	speed                    Speed
-	priors                   Priors
+	// lastStepAt is when the latest engine step was observed.
+	lastStepAt time.Time
+	speed      Speed
+	priors     Priors
 }
 
 func newEndpointState(id int32, ep Endpoint, priors Priors) *EndpointState {
 	return &EndpointState{
 		id: id, key: ep.Key(), endpoint: ep, priors: priors,
-		speed: Speed{PrefillTokensPerSecond: priors.PrefillTokensPerSecond, DecodeStepSeconds: priors.DecodeStepSeconds},
+		speed: Speed{PrefillTokensPerSecond: priors.PrefillTokensPerSecond, DecodeStepSeconds: priors.DecodeStepSeconds,
+			InterTokenSeconds: priors.DecodeStepSeconds},
 	}
 }
 
@@ -165,6 +185,8 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 	s.backlog += float64(r.UncachedTokens)
 	s.picksSince++
 	if r.Adapter != "" && !slices.Contains(s.adaptersSince, r.Adapter) {
+		running, _ := s.metrics.HasAdapter(r.Adapter)
+		r.loadsAdapter = !running
 		s.adaptersSince = append(s.adaptersSince, r.Adapter)
 	}
 	if s.meanPrompt == 0 {
@@ -194,6 +216,19 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	steps := 1.0
 	if r.ChunkTokens > 0 {
 		steps += math.Floor(work / float64(r.ChunkTokens))
+	}
+	if r.loadsAdapter {
+		// The wait beyond the predicted prefill is the adapter's load (zero
+		// when it was resident after all): learn that, not a prefill rate.
+		excess := math.Max(0, ttft-work/s.speed.PrefillTokensPerSecond-steps*s.speed.DecodeStepSeconds)
+		excess = math.Min(excess, maxAdapterLoadSeconds)
+		if s.speed.AdapterLoadSamples == 0 {
+			s.speed.AdapterLoadSeconds = excess
+		} else {
+			s.speed.AdapterLoadSeconds += adapterLoadAlpha * (excess - s.speed.AdapterLoadSeconds)
+		}
+		s.speed.AdapterLoadSamples++
+		return
 	}
 	prefill := math.Max(ttft-steps*s.speed.DecodeStepSeconds, math.Max(0.25*ttft, minPrefillSeconds))
 	s.prefillWork = prefillDecay*s.prefillWork + work
@@ -238,16 +273,33 @@ func (s *EndpointState) ObserveTokens(r *Request, n int, now time.Time) {
 	if gap <= 0 {
 		return
 	}
-	s.observeDecodeLocked(gap)
+	s.observeDecodeLocked(gap, now)
 }
 
-func (s *EndpointState) observeDecodeLocked(step float64) {
-	if s.speed.DecodeSamples == 0 {
-		s.speed.DecodeStepSeconds = step
-	} else {
-		s.speed.DecodeStepSeconds += decodeEWMAAlpha * (step - s.speed.DecodeStepSeconds)
+// observeDecodeLocked learns from one inter-token gap observed at now. Every
+// sequence of a batch reports the same engine step, so a step counts once;
+// otherwise the latest step — often one that also computed a prompt chunk and
+// took several times longer — would stand for the endpoint's speed.
+func (s *EndpointState) observeDecodeLocked(gap float64, now time.Time) {
+	if s.speed.DecodeSamples > 0 && now.Sub(s.lastStepAt).Seconds() < sameStepFraction*s.speed.DecodeStepSeconds {
+		return
 	}
-	s.speed.DecodeSamples++
+	s.lastStepAt = now
+	sp := &s.speed
+	if sp.DecodeSamples == 0 {
+		sp.DecodeStepSeconds, sp.InterTokenSeconds = gap, gap
+	} else {
+		// A streaming median: the typical step, which the occasional long
+		// prefill step does not stretch.
+		switch {
+		case gap > sp.DecodeStepSeconds:
+			sp.DecodeStepSeconds = math.Min(gap, sp.DecodeStepSeconds*(1+stepMedianRate))
+		case gap < sp.DecodeStepSeconds:
+			sp.DecodeStepSeconds = math.Max(gap, sp.DecodeStepSeconds*(1-stepMedianRate))
+		}
+		sp.InterTokenSeconds += interTokenAlpha * (gap - sp.InterTokenSeconds)
+	}
+	sp.DecodeSamples++
 }
 
 // ObserveCompletion ends r at now. outputTokens, when positive and larger than
@@ -263,12 +315,20 @@ func (s *EndpointState) ObserveCompletion(r *Request, outputTokens int, now time
 		s.leavePrefillLocked(r, now)
 	} else if outputTokens > r.tokens && r.tokens <= 1 {
 		if d := now.Sub(r.firstTokenAt).Seconds(); d > 0 {
-			s.observeDecodeLocked(d / float64(outputTokens-1))
+			s.observeDecodeLocked(d/float64(outputTokens-1), now)
 		}
 	}
 	r.done = true
 	s.inFlight--
 	s.finishedSince++
+	if d := now.Sub(r.PickedAt).Seconds(); outputTokens > 0 && d > 0 {
+		if s.speed.RequestSamples == 0 {
+			s.speed.RequestSeconds = d
+		} else {
+			s.speed.RequestSeconds += requestAlpha * (d - s.speed.RequestSeconds)
+		}
+		s.speed.RequestSamples++
+	}
 }
 
 // Speed returns the learned speed.

@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -138,5 +139,89 @@ func TestStoreKeepsStateAndReusesIDs(t *testing.T) {
 	}
 	if s.Len() != 2 || s.MaxID() != 2 {
 		t.Fatalf("len %d maxID %d", s.Len(), s.MaxID())
+	}
+}
+
+// TestStepLearningIgnoresBatchEchoAndPrefillSteps drives an endpoint like a
+// busy server: eight sequences report every step at the same instant, and
+// every fourth step also computes a prompt chunk and takes five times longer.
+// The decode step must be the typical step (not the last one), the mean
+// inter-token time must include the long steps, and a prefill rate learned
+// from a first token that arrives right after a long step must stay true.
+func TestStepLearningIgnoresBatchEchoAndPrefillSteps(t *testing.T) {
+	const step, rate = 0.010, 20000.0
+	st := newState()
+	var seqs []*Request
+	for range 8 {
+		r := &Request{UncachedTokens: 10, ChunkTokens: 8192}
+		st.Picked(r, at(0))
+		st.ObserveFirstToken(r, at(0.001))
+		seqs = append(seqs, r)
+	}
+	now := 0.001
+	for k := 1; k <= 400; k++ {
+		gap := step
+		if k%4 == 0 {
+			gap = 5 * step
+		}
+		now += gap
+		for _, r := range seqs {
+			st.ObserveTokens(r, 1, at(now))
+		}
+	}
+	sp := st.Speed()
+	if math.Abs(sp.DecodeStepSeconds-step)/step > 0.1 {
+		t.Errorf("decode step %.4f, want the typical step %.4f", sp.DecodeStepSeconds, step)
+	}
+	if mean := 2 * step; math.Abs(sp.InterTokenSeconds-mean)/mean > 0.25 {
+		t.Errorf("mean inter-token time %.4f, want about %.4f", sp.InterTokenSeconds, mean)
+	}
+	// Requests whose prefill shares the long step: TTFT = wait + step + prefill.
+	for i := range 20 {
+		r := &Request{UncachedTokens: 2000, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		now += step + 2000/rate
+		st.ObserveFirstToken(r, at(now))
+		for _, s := range seqs {
+			st.ObserveTokens(s, 1, at(now))
+		}
+		now += float64(i%3) * step
+	}
+	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.15 {
+		t.Errorf("prefill rate %.0f, true %.0f", got, rate)
+	}
+}
+
+// TestLearnsAdapterLoadAndRequestDuration: a request whose adapter was not
+// running there teaches the load time (its delay beyond the predicted
+// prefill), not the prefill rate; completions teach the request duration.
+func TestLearnsAdapterLoadAndRequestDuration(t *testing.T) {
+	const rate, step, load = 20000.0, 0.010, 0.2
+	st := newState()
+	st.UpdateMetrics(Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 4}, at(0))
+	now := 0.0
+	for i := range 10 {
+		resident := &Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "sql"}
+		st.Picked(resident, at(now))
+		st.ObserveFirstToken(resident, at(now+1000/rate+step))
+		st.ObserveCompletion(resident, 100, at(now+2))
+		now += 3
+		// A new adapter for each request: none is running, each loads.
+		fresh := &Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "a" + strconv.Itoa(i)}
+		st.Picked(fresh, at(now))
+		st.ObserveFirstToken(fresh, at(now+1000/rate+step+load))
+		st.ObserveCompletion(fresh, 100, at(now+2))
+		now += 3
+		st.UpdateMetrics(Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 4}, at(now))
+	}
+	sp := st.Speed()
+	if sp.AdapterLoadSamples != 10 || math.Abs(sp.AdapterLoadSeconds-load)/load > 0.2 {
+		t.Errorf("adapter load %.3f s over %d samples, want %.3f over 10", sp.AdapterLoadSeconds, sp.AdapterLoadSamples, load)
+	}
+	if math.Abs(sp.PrefillTokensPerSecond-rate)/rate > 0.25 {
+		t.Errorf("prefill rate %.0f polluted by adapter loads, true %.0f", sp.PrefillTokensPerSecond, rate)
+	}
+	if sp.RequestSamples != 20 || math.Abs(sp.RequestSeconds-2) > 0.01 {
+		t.Errorf("request duration %.3f s over %d samples, want 2 over 20", sp.RequestSeconds, sp.RequestSamples)
 	}
 }

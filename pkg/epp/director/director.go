@@ -335,7 +335,12 @@ func (d *Director) ObserveTokens(r *Result, n int, now time.Time) {
 }
 
 // ObserveCompletion ends a scheduled request (finished or failed);
-// outputTokens is the usage the server reported (0 if unknown).
+// outputTokens is the usage the server reported (0 if unknown). The server
+// caches the reply's blocks too, which ages the prefixes it holds; the prefix
+// index is charged alike.
 func (d *Director) ObserveCompletion(r *Result, outputTokens int, now time.Time) {
 	r.Endpoint.ObserveCompletion(r.Request, outputTokens, now)
+	if p := d.pipeline.Load(); p != nil && outputTokens > 0 {
+		d.index.Consume(r.Endpoint.ID(), outputTokens/d.blockTokens(p))
+	}
 }

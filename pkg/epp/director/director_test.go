@@ -189,3 +189,19 @@ func TestResolveModel(t *testing.T) {
 		}
 	}
 }
+
+// TestRepliesAgeThePrefixIndex: the server caches a reply's tokens too, which
+// pushes old prompts out of its cache; the index forgets them alike.
+func TestRepliesAgeThePrefixIndex(t *testing.T) {
+	d := newDirector(t, config.Default, 1, director.Options{PrefixCapacity: 40}) // 40 index blocks of 128 tokens
+	prompt := strings.Repeat("a shared system prompt ", 1000)                    // ~45 blocks, 40 kept
+	res := schedule(t, d, &scheduling.Request{Model: "m", Prompt: prompt}, t0)
+	d.ObserveFirstToken(res, t0.Add(time.Second))
+	if d.Index().Blocks() == 0 {
+		t.Fatal("prompt not recorded")
+	}
+	d.ObserveCompletion(res, 128*10, t0.Add(2*time.Second)) // a 10-block reply
+	if got := d.Index().Blocks(); got != 30 {
+		t.Fatalf("index holds %d blocks after a 10-block reply, want 30", got)
+	}
+}

@@ -7,7 +7,12 @@
 //
 // Each endpoint has its own LRU bounded by a block capacity (tuned from the
 // server's real KV size when known), so the index forgets what the server has
-// most probably evicted.
+// most probably evicted. The LRU is a CLOCK over distinct blocks: touching a
+// block it holds only marks it, and a marked block reaching the head of the
+// ring gets a second chance. A system prompt shared by many requests thus
+// takes its size in the capacity once, however often it is sent, as in the
+// server's cache; Consume charges the capacity for what the server caches
+// besides prompts (generated tokens).
 package prefixindex
 
 import (
@@ -39,11 +44,11 @@ func Hash(dst []uint64, seed string, prompt string, blockChars, maxBlocks int) [
 	return dst
 }
 
-// holder records that an endpoint holds a block; stamp identifies the endpoint's
-// latest touch of it so stale LRU ring entries can be told apart.
+// holder records that an endpoint holds a block; pos is the block's item in
+// the endpoint's ring.
 type holder struct {
 	endpoint int32
-	stamp    uint32
+	pos      int32
 }
 
 // entry lists the endpoints holding one block. Most blocks live on one or two
@@ -119,19 +124,22 @@ func (ix *Index) removeHolder(e *entry, endpoint int32) bool {
 	return false
 }
 
+// ringItem is one block an endpoint holds (or, anonymous, capacity taken by
+// data the index does not name); touched marks a use since the hand passed.
 type ringItem struct {
-	hash  uint64
-	stamp uint32
+	hash      uint64
+	anonymous bool
+	touched   bool
 }
 
-// lru is one endpoint's recency ring. Touching a block pushes a new item; the
-// older item for the same block becomes stale and is skipped when it falls off.
-// The ring never exceeds capacity items, so at most capacity blocks are live.
+// lru is one endpoint's CLOCK ring: exactly one item per block it holds, plus
+// anonymous items. The ring never exceeds capacity items, so at most capacity
+// blocks are live. Once full, head is the hand: the oldest item, next to go
+// unless touched.
 type lru struct {
 	ring     []ringItem
-	head     int // index of the oldest item once the ring is full
+	head     int
 	capacity int
-	stamp    uint32
 	live     bool
 }
 
@@ -192,6 +200,11 @@ func (ix *Index) SetCapacity(endpoint int32, blocks int) {
 	l.ring = append(make([]ringItem, 0, min(blocks, 1024)), items...)
 	l.head = 0
 	l.capacity = blocks
+	for pos, it := range l.ring {
+		if hd := ix.holderOf(endpoint, it); hd != nil {
+			hd.pos = int32(pos)
+		}
+	}
 }
 
 // ordered returns the ring's items oldest first.
@@ -208,9 +221,10 @@ func (l *lru) ordered() []ringItem {
 // slots, when not nil, are the entry slots Match found for the leading hashes,
 // which spares their map lookups.
 //
-// Blocks are touched last to first, so the leading blocks are the most recent
-// and the LRU evicts a prefix from its tail, as servers do: a prefix whose
-// head was evicted would be useless however much of its tail remained.
+// New blocks are pushed last to first, so the leading blocks are the most
+// recent and the LRU evicts a prefix from its tail, as servers do: a prefix
+// whose head was evicted would be useless however much of its tail remained.
+// Blocks already held are only marked as touched (see lru).
 func (ix *Index) Add(endpoint int32, hashes []uint64, slots []int32) {
 	if endpoint < 0 || len(hashes) == 0 {
 		return
@@ -220,7 +234,6 @@ func (ix *Index) Add(endpoint int32, hashes []uint64, slots []int32) {
 	l := ix.lruFor(endpoint)
 	for i := len(hashes) - 1; i >= 0; i-- {
 		h := hashes[i]
-		l.stamp++
 		slot := int32(none)
 		if i < len(slots) && slots[i] >= 0 && int(slots[i]) < len(ix.entries) && ix.entries[slots[i]].hash == h && ix.entries[slots[i]].first.endpoint >= 0 {
 			slot = slots[i]
@@ -230,36 +243,73 @@ func (ix *Index) Add(endpoint int32, hashes []uint64, slots []int32) {
 			slot = ix.newSlot(h)
 			ix.blocks[h] = slot
 		}
-		e := &ix.entries[slot]
-		if hd := ix.find(e, endpoint); hd != nil {
-			hd.stamp = l.stamp
-		} else {
-			ix.addHolder(e, holder{endpoint: endpoint, stamp: l.stamp})
-		}
-		item := ringItem{hash: h, stamp: l.stamp}
-		if len(l.ring) < l.capacity {
-			l.ring = append(l.ring, item)
+		if hd := ix.find(&ix.entries[slot], endpoint); hd != nil {
+			l.ring[hd.pos].touched = true
 			continue
 		}
-		old := l.ring[l.head]
-		l.ring[l.head] = item
-		l.head = (l.head + 1) % len(l.ring)
-		ix.evict(endpoint, old)
+		pos := ix.push(endpoint, l, ringItem{hash: h})
+		// push may have reused entry slots for evicted blocks, never this one:
+		// it holds no hold of endpoint, so nothing of it was evicted.
+		ix.addHolder(&ix.entries[slot], holder{endpoint: endpoint, pos: pos})
 	}
 }
 
-// evict forgets endpoint's hold on old's block unless it was touched since.
-func (ix *Index) evict(endpoint int32, old ringItem) {
-	slot, ok := ix.blocks[old.hash]
+// Consume charges endpoint's capacity with blocks of cached data the index
+// does not name (a reply's tokens, which the server caches too), pushing its
+// oldest blocks out as the server's own cache would.
+func (ix *Index) Consume(endpoint int32, blocks int) {
+	if endpoint < 0 || blocks <= 0 {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	l := ix.lruFor(endpoint)
+	for range min(blocks, l.capacity) {
+		ix.push(endpoint, l, ringItem{anonymous: true})
+	}
+}
+
+// push puts item into endpoint's ring and returns its position. A full ring
+// advances its hand past touched items, clearing their marks (their second
+// chance: in a circular ring passing an item makes it the newest), and
+// replaces the first untouched one. Each step is a flag test, and every mark
+// cleared was paid for by a touch, so a push costs O(1) amortised.
+func (ix *Index) push(endpoint int32, l *lru, item ringItem) int32 {
+	if len(l.ring) < l.capacity {
+		l.ring = append(l.ring, item)
+		return int32(len(l.ring) - 1)
+	}
+	for l.ring[l.head].touched {
+		l.ring[l.head].touched = false
+		l.head = (l.head + 1) % len(l.ring)
+	}
+	ix.evict(endpoint, l.ring[l.head])
+	pos := l.head
+	l.ring[pos] = item
+	l.head = (l.head + 1) % len(l.ring)
+	return int32(pos)
+}
+
+// holderOf returns endpoint's hold on the block of ring item it (nil for an
+// anonymous item).
+func (ix *Index) holderOf(endpoint int32, it ringItem) *holder {
+	if it.anonymous {
+		return nil
+	}
+	slot, ok := ix.blocks[it.hash]
 	if !ok {
+		return nil
+	}
+	return ix.find(&ix.entries[slot], endpoint)
+}
+
+// evict forgets endpoint's hold on old's block.
+func (ix *Index) evict(endpoint int32, old ringItem) {
+	if ix.holderOf(endpoint, old) == nil {
 		return
 	}
-	e := &ix.entries[slot]
-	hd := ix.find(e, endpoint)
-	if hd == nil || hd.stamp != old.stamp {
-		return
-	}
-	if ix.removeHolder(e, endpoint) {
+	slot := ix.blocks[old.hash]
+	if ix.removeHolder(&ix.entries[slot], endpoint) {
 		delete(ix.blocks, old.hash)
 		ix.freeSlots = append(ix.freeSlots, slot)
 	}

@@ -1,6 +1,7 @@
 package prefixindex
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -157,5 +158,55 @@ func BenchmarkMemoryPerMillionBlocks(b *testing.B) {
 		if ix.Blocks() != blocks {
 			b.Fatalf("blocks = %d", ix.Blocks())
 		}
+	}
+}
+
+// A prefix sent again and again takes its size in the capacity once, as in
+// the server's cache, and stays while colder blocks go.
+func TestRepeatedPrefixCountsOnceAndStays(t *testing.T) {
+	ix := New(12)
+	system := Hash(nil, "m", prompt(64*4, "system-"), 64, 0) // 4 blocks
+	m := make([]int32, 1)
+	for i := range 20 {
+		user := Hash(nil, "m", prompt(64*4, "system-")+prompt(64*2, "user-"+strconv.Itoa(i)+"-"), 64, 0)
+		ix.Add(0, user, nil) // the system prompt's 4 blocks plus 2 of its own
+		m[0] = 0
+		if ix.Match(system, m, nil); m[0] != 4 {
+			t.Fatalf("after %d requests the shared system prompt is evicted: matched %d", i+1, m[0])
+		}
+	}
+	if ix.Blocks() > 12 {
+		t.Fatalf("index holds %d blocks, capacity 12", ix.Blocks())
+	}
+	// The 8 other blocks are the 4 latest requests' own: re-sending the
+	// system prompt did not use up capacity.
+	for i := 16; i < 20; i++ {
+		user := Hash(nil, "m", prompt(64*4, "system-")+prompt(64*2, "user-"+strconv.Itoa(i)+"-"), 64, 0)
+		m[0] = 0
+		if ix.Match(user, m, nil); m[0] != 6 {
+			t.Fatalf("request %d's own blocks evicted: matched %d of 6", i, m[0])
+		}
+	}
+}
+
+// Consume stands for cached data the index does not name: it ages the
+// prefixes an endpoint holds, oldest first.
+func TestConsumeEvictsOldestFirst(t *testing.T) {
+	ix := New(6)
+	old := Hash(nil, "m", prompt(64*3, "old-"), 64, 0)
+	recent := Hash(nil, "m", prompt(64*3, "new-"), 64, 0)
+	ix.Add(0, old, nil)
+	ix.Add(0, recent, nil)
+	ix.Consume(0, 3)
+	m := make([]int32, 1)
+	if ix.Match(old, m, nil); m[0] != 0 {
+		t.Fatalf("oldest prefix survived consumption: matched %d", m[0])
+	}
+	m[0] = 0
+	if ix.Match(recent, m, nil); m[0] != 3 {
+		t.Fatalf("recent prefix lost: matched %d", m[0])
+	}
+	if ix.Blocks() != 3 {
+		t.Fatalf("blocks %d, want 3", ix.Blocks())
 	}
 }

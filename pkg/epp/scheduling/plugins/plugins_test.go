@@ -102,6 +102,12 @@ func TestLoRAAffinityScorer(t *testing.T) {
 	if s := scores(t, "lora-affinity", "", cycle(&scheduling.Request{}, nil), vs); s[0] != s[3] {
 		t.Fatalf("base model scores %v", s)
 	}
+	// An adapter sent again while it runs takes no second slot.
+	again := views(datastore.Metrics{RunningAdapters: []string{"chat"}, MaxAdapters: 2})
+	again[0].AdaptersSinceSample = []string{"chat"}
+	if s := scores(t, "lora-affinity", "", cycle(&scheduling.Request{Adapter: "sql"}, nil), again); s[0] != 0.8 {
+		t.Fatalf("one adapter in two slots counted as full: %v", s)
+	}
 }
 
 func TestPrefixCacheScorerNeedsMinimumMatch(t *testing.T) {

@@ -54,8 +54,7 @@ func AdapterState(v *datastore.View, adapter string) State {
 	if running || slices.Contains(v.AdaptersSinceSample, adapter) {
 		return Resident
 	}
-	used := len(v.Metrics.RunningAdapters) + len(v.AdaptersSinceSample)
-	if v.Metrics.MaxAdapters == 0 || used < v.Metrics.MaxAdapters {
+	if v.Metrics.MaxAdapters == 0 || slotsUsed(v) < v.Metrics.MaxAdapters {
 		return FreeSlot
 	}
 	if waiting {
@@ -83,4 +82,16 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = s.p.Full
 		}
 	}
+}
+
+// slotsUsed counts the distinct adapters running or sent since the sample: an
+// adapter sent again while it runs takes no second slot.
+func slotsUsed(v *datastore.View) int {
+	n := len(v.Metrics.RunningAdapters)
+	for _, a := range v.AdaptersSinceSample {
+		if !slices.Contains(v.Metrics.RunningAdapters, a) {
+			n++
+		}
+	}
+	return n
 }

@@ -32,6 +32,12 @@ type Parameters struct {
 	// ToleranceSeconds is added to every prediction before the ratio, so that
 	// differences far below it (1 ms against 2 ms) do not look like 2× (default 0.01).
 	ToleranceSeconds *float64 `json:"toleranceSeconds"`
+	// PrefillWorkWeight, when positive, adds that multiple of the time the
+	// endpoint spends on the request's own uncached prompt: the capacity the
+	// choice consumes, which delays whatever comes after it there. It makes a
+	// prefix-cache miss cost what it costs the fleet, not only the request
+	// (default 0: pure time to first token).
+	PrefillWorkWeight float64 `json:"prefillWorkWeight"`
 }
 
 // Scorer scores (best+tolerance)/(predicted+tolerance): the fastest endpoint
@@ -42,6 +48,7 @@ type Scorer struct {
 	adapterWait float64
 	decode      float64
 	tolerance   float64
+	work        float64
 }
 
 // New is the registry factory.
@@ -51,7 +58,7 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 		return nil, err
 	}
 	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name},
-		adapterLoad: 0.05, adapterWait: 1, decode: p.DecodeTokens}
+		adapterLoad: 0.05, adapterWait: 1, decode: p.DecodeTokens, work: p.PrefillWorkWeight}
 	if p.AdapterLoadSeconds != nil {
 		s.adapterLoad = *p.AdapterLoadSeconds
 	}
@@ -62,8 +69,8 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	if p.AdapterWaitSeconds != nil {
 		s.adapterWait = *p.AdapterWaitSeconds
 	}
-	if s.adapterLoad < 0 || s.adapterWait < 0 || s.decode < 0 || s.tolerance < 0 {
-		return nil, fmt.Errorf("adapterLoadSeconds, adapterWaitSeconds, decodeTokens and toleranceSeconds must not be negative")
+	if s.adapterLoad < 0 || s.adapterWait < 0 || s.decode < 0 || s.tolerance < 0 || s.work < 0 {
+		return nil, fmt.Errorf("adapterLoadSeconds, adapterWaitSeconds, decodeTokens, toleranceSeconds and prefillWorkWeight must not be negative")
 	}
 	return s, nil
 }
@@ -71,24 +78,52 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 // Predict is the scorer's cost for v in seconds.
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
 	kv, _ := v.KVUtilization()
-	t := c.Latency.TTFT(v, c.UncachedTokens(v), c.PromptTokens, kv)
+	uncached := c.UncachedTokens(v)
+	t := c.Latency.TTFT(v, uncached, c.PromptTokens, kv)
+	if s.work > 0 {
+		t += s.work * c.Latency.PrefillSeconds(v, float64(uncached))
+	}
 	if a := c.Request.Adapter; a != "" {
 		switch loraaffinity.AdapterState(v, a) {
 		case loraaffinity.FreeSlot:
-			t += s.adapterLoad
+			t += s.adapterLoadCost(v)
 		case loraaffinity.Queued, loraaffinity.Full:
-			t += s.adapterWait
+			// Every slot serves a running adapter: the request waits until one
+			// of them drains, about a request's duration there, then loads.
+			t += max(s.adapterWait, v.Speed.RequestSeconds) + s.adapterLoadCost(v)
 		}
 	}
 	return t + s.decode*v.Speed.DecodeStepSeconds
 }
 
+// adapterLoadCost is the latency an adapter load adds on v: the load time
+// (learned there, else the configured one) for the request and for every
+// request running there, since a load stalls the whole batch.
+func (s *Scorer) adapterLoadCost(v *datastore.View) float64 {
+	load := s.adapterLoad
+	if v.Speed.AdapterLoadSamples > 0 {
+		load = v.Speed.AdapterLoadSeconds
+	}
+	return load * float64(1+v.RunningEstimate())
+}
+
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+	fastest := optimisticSpeed(cands)
 	best := -1.0
 	for i, v := range cands {
 		if v.Stale {
 			continue
+		}
+		if unmeasured := v.Speed.PrefillSamples == 0 || v.Speed.DecodeSamples == 0; unmeasured && fastest.PrefillSamples > 0 {
+			assumed := *v
+			if v.Speed.PrefillSamples == 0 {
+				assumed.Speed.PrefillTokensPerSecond = max(v.Speed.PrefillTokensPerSecond, fastest.PrefillTokensPerSecond)
+			}
+			if v.Speed.DecodeSamples == 0 && fastest.DecodeSamples > 0 {
+				assumed.Speed.DecodeStepSeconds = min(v.Speed.DecodeStepSeconds, fastest.DecodeStepSeconds)
+			}
+			v = &assumed
 		}
 		scores[i] = s.Predict(c, v)
 		if best < 0 || scores[i] < best {
@@ -105,4 +140,21 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = (best + s.tolerance) / (scores[i] + s.tolerance)
 		}
 	}
+}
+
+// optimisticSpeed is the fastest prefill rate and shortest decode step
+// measured among cands (sample counts zero when none is measured). An endpoint
+// not measured yet is assumed that fast, so that it is tried — and measured —
+// rather than starved by a prior slower than the fleet.
+func optimisticSpeed(cands []*datastore.View) datastore.Speed {
+	var f datastore.Speed
+	for _, v := range cands {
+		if v.Speed.PrefillSamples > 0 && v.Speed.PrefillTokensPerSecond > f.PrefillTokensPerSecond {
+			f.PrefillTokensPerSecond, f.PrefillSamples = v.Speed.PrefillTokensPerSecond, 1
+		}
+		if v.Speed.DecodeSamples > 0 && (f.DecodeSamples == 0 || v.Speed.DecodeStepSeconds < f.DecodeStepSeconds) {
+			f.DecodeStepSeconds, f.DecodeSamples = v.Speed.DecodeStepSeconds, 1
+		}
+	}
+	return f
 }

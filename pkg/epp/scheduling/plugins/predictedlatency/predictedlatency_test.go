@@ -2,11 +2,13 @@ package predictedlatency
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
+	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
@@ -93,5 +95,78 @@ func TestAdapterLoadCosts(t *testing.T) {
 	full.Metrics.MaxAdapters = 1
 	if s := score(t, req, resident, full); !(s[0] > s[1]) {
 		t.Fatalf("resident adapter should win: %v", s)
+	}
+}
+
+func TestUnmeasuredEndpointAssumedAsFastAsTheFastest(t *testing.T) {
+	req := &scheduling.Request{Model: "m", PromptTokens: 1000}
+	measured := view(0, 27700, 0.008, 0)
+	fresh := view(1, datastore.DefaultPriors.PrefillTokensPerSecond, datastore.DefaultPriors.DecodeStepSeconds, 0)
+	fresh.Speed.PrefillSamples, fresh.Speed.DecodeSamples = 0, 0
+	if s := score(t, req, measured, fresh); s[0] != s[1] {
+		t.Fatalf("a new endpoint (prior %v tok/s) should tie with the fastest measured one: %v", fresh.Speed.PrefillTokensPerSecond, s)
+	}
+	// Counter-case: a measured slow endpoint keeps its measurement.
+	slow := view(1, 5000, 0.02, 0)
+	if s := score(t, req, measured, slow); !(s[0] > s[1]) {
+		t.Fatalf("measured slow endpoint scored like the fast one: %v", s)
+	}
+}
+
+// A prefix-cache miss costs the endpoint the whole prompt's prefill. With
+// prefillWorkWeight 1 the endpoint holding the shared prefix wins although
+// its queue makes its own first token slightly later than an idle endpoint's.
+func TestPrefillWorkWeightKeepsPrefixAffinity(t *testing.T) {
+	system := strings.Repeat("system prompt text. ", 1200) // 24000 chars: 6000 tokens
+	prompt := system + strings.Repeat("user question ", 343)
+	ix := prefixindex.New(10000)
+	cached, idle := view(0, 13600, 0.02, 0), view(1, 13600, 0.02, 0)
+	cached.BacklogTokens = 6000 // another request's prefill still ahead of this one
+	cycleWith := func(text string) *scheduling.Cycle {
+		c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 2)))
+		c.Reset(&scheduling.Request{Model: "m", Prompt: text}, t0, scheduling.PrefixSettings{Index: ix, BlockTokens: 128, MaxBlocks: 256})
+		c.Latency = latency.DefaultModel
+		return c
+	}
+	ix.Add(0, cycleWith(system).PromptHashes(), nil) // endpoint 0 served the group before
+	run := func(params string) []float64 {
+		p, err := New(Type, scheduling.Parameters(params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, 2)
+		p.(*Scorer).Score(cycleWith(prompt), []*datastore.View{cached, idle}, out)
+		return out
+	}
+	if s := run(""); !(s[1] > s[0]) {
+		t.Fatalf("pure time to first token should prefer the idle endpoint here: %v", s)
+	}
+	if s := run(`{"prefillWorkWeight": 1}`); !(s[0] > s[1]) {
+		t.Fatalf("with the prefill the miss costs, the cached endpoint should win: %v", s)
+	}
+}
+
+func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
+	req := &scheduling.Request{Model: "m", Adapter: "sql", PromptTokens: 100}
+	freeIdle, freeBusy := view(0, 10000, 0.01, 0), view(1, 10000, 0.01, 0)
+	freeIdle.Metrics.MaxAdapters, freeBusy.Metrics.MaxAdapters = 4, 4
+	freeBusy.Metrics.Running = 60
+	if s := score(t, req, freeIdle, freeBusy); !(s[0] > 2*s[1]) {
+		t.Fatalf("loading into a busy batch stalls 60 requests; scores %v", s)
+	}
+	full := view(2, 10000, 0.01, 0)
+	full.Metrics.RunningAdapters, full.Metrics.MaxAdapters = []string{"a", "b"}, 2
+	full.Speed.RequestSeconds, full.Speed.RequestSamples = 20, 10
+	p, _ := New(Type, nil)
+	c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 2)))
+	c.Reset(req, t0, scheduling.PrefixSettings{})
+	c.Latency = latency.DefaultModel
+	if got := p.(*Scorer).Predict(c, full); got < 20 {
+		t.Fatalf("every slot busy: predicted %.2f s, want at least the 20 s a request lasts there", got)
+	}
+	// A learned load time replaces the configured one.
+	freeIdle.Speed.AdapterLoadSeconds, freeIdle.Speed.AdapterLoadSamples = 0.5, 3
+	if got := p.(*Scorer).Predict(c, freeIdle); got < 0.5 {
+		t.Fatalf("learned 0.5 s load not used: predicted %.3f s", got)
 	}
 }
