@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const small = "../../../bench/testdata/small.yaml"
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code = Main(context.Background(), args, &out, &errs)
+	return out.String(), errs.String(), code
+}
+
+func TestRunPrintsOneContractJSONObject(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runCLI(t, "run", "--scenario", small, "--format", "json", "--policies", "round-robin,oracle",
+		"--seeds", "2", "--duration", "10s", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var rep struct {
+		Scenario string                    `json:"scenario"`
+		Mode     string                    `json:"mode"`
+		Results  []map[string]any          `json:"results"`
+		Summary  map[string]map[string]any `json:"summary"`
+	}
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+	}
+	if dec.More() {
+		t.Fatal("stdout holds more than one JSON value")
+	}
+	if rep.Scenario != "small" || rep.Mode != "des" || len(rep.Results) != 4 || len(rep.Summary) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Results {
+		if r["completed"].(float64) <= 0 || r["ttft_p50_s"].(float64) <= 0 {
+			t.Fatalf("empty result %v", r)
+		}
+	}
+	for _, f := range []string{"small.json", "ttft-cdf-small.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("--out did not write %s: %v", f, err)
+		}
+	}
+}
+
+func TestUnknownScenarioKeyIsNamed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "typo.yaml")
+	data, _ := os.ReadFile(small)
+	bad := strings.Replace(string(data), "warmup: 5s", "warmup: 5s\nwarmpu: 5s", 1)
+	if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "run", "--scenario", file)
+	if code == 0 || !strings.Contains(stderr, `unknown key "warmpu"`) || !strings.Contains(stderr, "typo.yaml:6:") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestRejectsUnknownPolicyAndMode(t *testing.T) {
+	if _, stderr, code := runCLI(t, "run", "--scenario", small, "--policies", "igw,fastest"); code == 0 || !strings.Contains(stderr, `unknown policy "fastest"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "run", "--scenario", small, "--mode", "warp"); code == 0 || !strings.Contains(stderr, `unknown --mode "warp"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if _, _, code := runCLI(t, "frobnicate"); code == 0 {
+		t.Fatal("unknown command accepted")
+	}
+}
+
+func TestShortenScalesWarmup(t *testing.T) {
+	_, stderr, code := runCLI(t, "run", "--scenario", small, "--policies", "random", "--duration", "6s", "--format", "table")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+func TestGridWritesThePage(t *testing.T) {
+	dir := t.TempDir()
+	scenarios := filepath.Join(dir, "scenarios")
+	if err := os.MkdirAll(scenarios, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(small)
+	if err := os.WriteFile(filepath.Join(scenarios, "small.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := runCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "round-robin,least-request,igw,oracle",
+		"--duration", "8s", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"igw-bench grid --scenarios", "## small", "| **igw** |", "vs round-robin", "igw / oracle",
+		"ttft-cdf-small.png", "p99-by-scenario.png"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	for _, f := range []string{"ttft-cdf-small.png", "p99-by-scenario.png", "results/small.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	if !strings.Contains(stdout, "grid: 4 runs") {
+		t.Errorf("stdout %q", stdout)
+	}
+}
+
+// Until a live backend registers itself in Backends, --mode live says so.
+func TestLiveModeSaysNotBuiltUntilRegistered(t *testing.T) {
+	if _, stderr, code := runCLI(t, "run", "--scenario", small, "--mode", "live"); code == 0 || !strings.Contains(stderr, "not built yet") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
