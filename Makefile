@@ -67,3 +67,7 @@ test: verify build control-plane ## Everything CI runs: verify, build, unit and 
 .PHONY: demo
 demo: ## Simulated fleet + standalone gateway: round-robin vs igw side by side.
 	@hack/demo.sh
+
+.PHONY: bench
+bench: ## Public benchmark grid (bench/scenarios, every policy, 3 seeds, DES) into docs/benchmarks.
+	$(GO) run ./cmd/igw-bench grid --scenarios bench/scenarios --seeds 3 --out docs/benchmarks
