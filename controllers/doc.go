@@ -12,8 +12,10 @@ package controllers
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// What it observes: the model server pods and their nodes (for accelerator types).
+// What it observes: the model server pods and their nodes (for accelerator types),
+// and CRDs, to notice Gateway API, the inference extension or Envoy Gateway being installed.
 // +kubebuilder:rbac:groups=core,resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // The children it owns.
 // +kubebuilder:rbac:groups=core,resources=configmaps;services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete

@@ -165,6 +165,8 @@ func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ct
 }
 
 func (r *InferenceGatewayConfigReconciler) applyChildren(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, out render.ConfigOutput, refs *refProblems) error {
+	changes := &changeLog{}
+	defer changes.emit(r.Events, cfg)
 	keep := map[ChildKey]bool{}
 	for _, obj := range out.Objects {
 		gvk, err := gvkOf(r.Scheme, obj)
@@ -188,16 +190,16 @@ func (r *InferenceGatewayConfigReconciler) applyChildren(ctx context.Context, cf
 		case err != nil:
 			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 		}
-		if res != Unchanged {
-			r.Events.changed(cfg, "Apply", "%s %s %s/%s", res, gvk.Kind, obj.GetNamespace(), obj.GetName())
-		}
+		changes.applied(res, gvk.Kind, obj)
 	}
-	return r.prune(ctx, cfg, keep)
+	deleted, err := r.prune(ctx, cfg, keep)
+	changes.deleted = deleted
+	return err
 }
 
 // prune deletes children the rendering no longer has: those in the config's
 // namespace by owner reference, those at a Gateway elsewhere by label.
-func (r *InferenceGatewayConfigReconciler) prune(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, keep map[ChildKey]bool) error {
+func (r *InferenceGatewayConfigReconciler) prune(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, keep map[ChildKey]bool) ([]string, error) {
 	var scopes []PruneScope
 	local := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name), render.LabelManagedBy: render.ManagedByValue})
 	for _, gvk := range configChildKinds {
@@ -208,19 +210,18 @@ func (r *InferenceGatewayConfigReconciler) prune(ctx context.Context, cfg *igwv1
 	for _, gvk := range gatewayPolicyKinds {
 		scopes = append(scopes, PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }})
 	}
+	var all []string
 	for _, s := range scopes {
 		if !r.Kinds.Has(s.GVK) {
 			continue
 		}
 		deleted, err := r.Applier.Prune(ctx, s, keep)
-		for _, d := range deleted {
-			r.Events.changed(cfg, "Delete", "deleted %s, which the config no longer needs", d)
-		}
+		all = append(all, deleted...)
 		if err != nil {
-			return err
+			return all, err
 		}
 	}
-	return nil
+	return all, nil
 }
 
 // cleanUp deletes the children at a Gateway in another namespace, then lets the config go.

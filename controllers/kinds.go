@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -102,6 +103,22 @@ func (k *Kinds) Forget(gvk schema.GroupVersionKind) {
 	defer k.mu.Unlock()
 	delete(k.found, gvk)
 	delete(k.missing, gvk)
+}
+
+// ForgetMissing makes every kind found missing be asked about again (a CRD was just installed).
+func (k *Kinds) ForgetMissing() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	clear(k.missing)
+}
+
+// watchedGroups are the API groups whose CRDs the operator waits for.
+var watchedGroups = []string{gwapiv1.GroupName, infv1.SchemeGroupVersion.Group, egv1a1.GroupName}
+
+// isWatchedCRD reports whether a CRD's name ("plural.group") is of a watched group.
+func isWatchedCRD(name string) bool {
+	_, group, ok := strings.Cut(name, ".")
+	return ok && slices.Contains(watchedGroups, group)
 }
 
 // describeMissing says which CRDs to install, grouped by where they come from.

@@ -216,6 +216,8 @@ func (r *ModelRouteReconciler) rawConfig(ctx context.Context, mr *igwv1.ModelRou
 // applyChildren applies the rendered children whose kinds are served and
 // deletes children the rendering no longer has.
 func (r *ModelRouteReconciler) applyChildren(ctx context.Context, mr *igwv1.ModelRoute, out render.RouteOutput, refs *refProblems) error {
+	changes := &changeLog{}
+	defer changes.emit(r.Events, mr)
 	keep := map[ChildKey]bool{}
 	for _, obj := range out.Objects {
 		gvk, err := gvkOf(r.Scheme, obj)
@@ -239,9 +241,7 @@ func (r *ModelRouteReconciler) applyChildren(ctx context.Context, mr *igwv1.Mode
 		case err != nil:
 			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 		}
-		if res != Unchanged {
-			r.Events.changed(mr, "Apply", "%s %s %s", res, gvk.Kind, obj.GetName())
-		}
+		changes.applied(res, gvk.Kind, obj)
 	}
 	sel := labels.SelectorFromSet(labels.Set{render.LabelModelRoute: render.LabelValue(mr.Name), render.LabelManagedBy: render.ManagedByValue})
 	for _, gvk := range routeChildKinds {
@@ -249,9 +249,7 @@ func (r *ModelRouteReconciler) applyChildren(ctx context.Context, mr *igwv1.Mode
 			continue
 		}
 		deleted, err := r.Applier.Prune(ctx, PruneScope{GVK: gvk, Namespace: mr.Namespace, Selector: sel, Owned: controlledBy(mr.UID)}, keep)
-		for _, d := range deleted {
-			r.Events.changed(mr, "Delete", "deleted %s, which the route no longer needs", d)
-		}
+		changes.deleted = append(changes.deleted, deleted...)
 		if err != nil {
 			return err
 		}

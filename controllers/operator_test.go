@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -130,6 +131,19 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 				Expect(*ref.BlockOwnerDeletion).To(BeTrue(), c.String())
 			}
 		}
+		By("telling what it did in one event per reconcile")
+		Eventually(func() []string {
+			var evs eventsv1.EventList
+			_ = k8s.List(ctx, &evs, client.InNamespace(ns))
+			var notes []string
+			for _, e := range evs.Items {
+				if e.Regarding.Name == "llama" && e.Regarding.Kind == "ModelRoute" && e.Reason == "Applied" {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes
+		}, eventually, poll).Should(ContainElement(And(ContainSubstring("created"), ContainSubstring("Deployment llama-epp"), ContainSubstring("HTTPRoute llama"))))
+
 		checkGolden("route-llama", routeChildren("llama"))
 		checkGolden("route-qwen", routeChildren("qwen"))
 		checkGolden("config-igw", configChildren("igw"))

@@ -86,6 +86,7 @@ func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) 
 		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.routesForConfig),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.routesForRawConfig)).
+		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.routesForCRD), builder.WithPredicates(watchedCRD)).
 		WithOptions(opts).
 		Build(r)
 	if err != nil {
@@ -112,6 +113,7 @@ func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controll
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute)).
+		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.configsForCRD), builder.WithPredicates(watchedCRD)).
 		WithOptions(opts).
 		Build(r)
 	if err != nil {
@@ -127,6 +129,39 @@ func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controll
 			return children
 		}}
 	return r.watches.ensure()
+}
+
+// crdMetadata is the object of a metadata-only watch on CRDs: installing Gateway
+// API, the inference extension or Envoy Gateway then reaches every object at once,
+// instead of at its next periodic re-check.
+func crdMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	return m
+}
+
+var watchedCRD = predicate.NewPredicateFuncs(func(o client.Object) bool { return isWatchedCRD(o.GetName()) })
+
+func (r *ModelRouteReconciler) routesForCRD(ctx context.Context, _ client.Object) []reconcile.Request {
+	r.Kinds.ForgetMissing()
+	var routes igwv1.ModelRouteList
+	if err := r.Client.List(ctx, &routes); err != nil {
+		return nil
+	}
+	return routeRequests(routes.Items)
+}
+
+func (r *InferenceGatewayConfigReconciler) configsForCRD(ctx context.Context, _ client.Object) []reconcile.Request {
+	r.Kinds.ForgetMissing()
+	var cfgs igwv1.InferenceGatewayConfigList
+	if err := r.Client.List(ctx, &cfgs); err != nil {
+		return nil
+	}
+	ptrs := make([]*igwv1.InferenceGatewayConfig, len(cfgs.Items))
+	for i := range cfgs.Items {
+		ptrs[i] = &cfgs.Items[i]
+	}
+	return requestsFor(ptrs)
 }
 
 // endpointChange passes pod events that can change a route's endpoints or

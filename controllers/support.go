@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -91,16 +92,9 @@ func (w *lazyWatches) ensure() error {
 	return nil
 }
 
-// recorder emits events about what a reconcile changed; nothing is emitted for
-// an object left as it was, so an idempotent reconcile writes no events either.
+// recorder emits events about what a reconcile did.
 type recorder struct {
 	events.EventRecorder
-}
-
-func (r recorder) changed(obj runtime.Object, action, format string, args ...any) {
-	if r.EventRecorder != nil {
-		r.Eventf(obj, nil, "Normal", action, action, format, args...)
-	}
 }
 
 func (r recorder) warn(obj runtime.Object, reason, format string, args ...any) {
@@ -108,6 +102,49 @@ func (r recorder) warn(obj runtime.Object, reason, format string, args ...any) {
 		r.Eventf(obj, nil, "Warning", reason, "Reconcile", format, args...)
 	}
 }
+
+// changeLog gathers what one reconcile created, updated and deleted, and
+// reports it as one event: nothing for an object left as it was (so an
+// idempotent reconcile writes no events either), and not one event per child.
+type changeLog struct {
+	created, updated, deleted []string
+}
+
+func (c *changeLog) applied(res ApplyResult, kind string, obj client.Object) {
+	name := kind + " " + obj.GetName()
+	switch res {
+	case Created:
+		c.created = append(c.created, name)
+	case Updated:
+		c.updated = append(c.updated, name)
+	}
+}
+
+func (c *changeLog) emit(r recorder, obj runtime.Object) {
+	if r.EventRecorder == nil {
+		return
+	}
+	var parts []string
+	for _, p := range []struct {
+		verb  string
+		names []string
+	}{{"created", c.created}, {"updated", c.updated}, {"deleted", c.deleted}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.verb+" "+strings.Join(p.names, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	note := strings.Join(parts, "; ")
+	if len(note) > maxEventNote {
+		note = note[:maxEventNote-3] + "..."
+	}
+	r.Eventf(obj, nil, "Normal", "Applied", "Apply", "%s", note)
+}
+
+// maxEventNote keeps a note under the API's 1 KiB limit.
+const maxEventNote = 1000
 
 // warnOnNewReason emits a warning when one of the condition types turns False
 // or changes its reason: once per change, not on every reconcile.

@@ -1,0 +1,124 @@
+package controllers_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+)
+
+// scaleRoutes is how many ModelRoutes the scale run provisions.
+const scaleRoutes = 100
+
+// writesByResource groups write requests by verb and resource ("PATCH deployments").
+func writesByResource(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		d := v - before[k]
+		if d <= 0 {
+			continue
+		}
+		method, path, _ := strings.Cut(k, " ")
+		segs := strings.Split(strings.Trim(path, "/"), "/")
+		resource := segs[len(segs)-1]
+		for i, s := range segs {
+			if s == "namespaces" && i+2 < len(segs) {
+				resource = segs[i+2]
+				if i+4 < len(segs) {
+					resource += "/" + segs[i+4]
+				}
+				break
+			}
+		}
+		out[method+" "+resource] += d
+	}
+	return out
+}
+
+// playDeploymentController marks every Deployment of namespace available
+// until stop closes, as the deployment controller and kubelets would.
+func playDeploymentController(namespace string, stop <-chan struct{}) {
+	defer GinkgoRecover()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		var ds appsv1.DeploymentList
+		if err := k8s.List(ctx, &ds, client.InNamespace(namespace)); err != nil {
+			continue
+		}
+		for i := range ds.Items {
+			if d := &ds.Items[i]; d.Status.ObservedGeneration != d.Generation {
+				_ = markAvailable(d)
+			}
+		}
+	}
+}
+
+var _ = Describe("At scale", Ordered, func() {
+	const scale = "scale"
+
+	It(fmt.Sprintf("brings %d ModelRoutes to Ready, and reports the time and the API writes it took", scaleRoutes), func() {
+		namespace(scale)
+		gateway(scale, "inference-gateway")
+		programGateway(scale, "inference-gateway")
+		config(scale, "igw", nil)
+		for i := 0; i < scaleRoutes; i++ {
+			name := fmt.Sprintf("model-%03d", i)
+			modelPod(scale, name+"-0", map[string]string{"app": name}, "")
+			setPodReady(scale, name+"-0", fmt.Sprintf("10.1.%d.%d", i/250, i%250+1))
+		}
+		stop := make(chan struct{})
+		defer close(stop)
+		go playDeploymentController(scale, stop)
+		quiesce()
+
+		n0, paths0 := writes.snapshot()
+		start := time.Now()
+		for i := 0; i < scaleRoutes; i++ {
+			name := fmt.Sprintf("model-%03d", i)
+			route(scale, name, "igw", []igwv1.ModelName{igwv1.ModelName(name)}, nil)
+		}
+		Eventually(func() int {
+			var routes igwv1.ModelRouteList
+			Expect(k8s.List(ctx, &routes, client.InNamespace(scale))).To(Succeed())
+			ready := 0
+			for _, mr := range routes.Items {
+				if meta.IsStatusConditionTrue(mr.Status.Conditions, igwv1.ConditionReady) {
+					ready++
+				}
+			}
+			return ready
+		}, 5*time.Minute, 250*time.Millisecond).Should(Equal(scaleRoutes))
+		elapsed := time.Since(start)
+		n1, paths1 := writes.snapshot()
+		quiesce()
+		n2, paths2 := writes.snapshot()
+
+		byResource := writesByResource(paths0, paths2)
+		keys := make([]string, 0, len(byResource))
+		for k := range byResource {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var lines []string
+		for _, k := range keys {
+			lines = append(lines, fmt.Sprintf("  %-45s %5d", k, byResource[k]))
+		}
+		report := fmt.Sprintf("%d ModelRoutes Ready in %s; operator API writes: %d until all Ready, %d once settled (%.1f per route)\n%s",
+			scaleRoutes, elapsed.Round(10*time.Millisecond), n1-n0, n2-n0, float64(n2-n0)/scaleRoutes, strings.Join(lines, "\n"))
+		AddReportEntry("scale", report)
+		GinkgoWriter.Println(report)
+		_ = paths1
+	})
+})
