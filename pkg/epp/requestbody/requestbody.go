@@ -4,10 +4,9 @@
 // one string whose prefix is stable across turns of a conversation, for prefix
 // affinity.
 //
-// The body is scanned in place, twice over at most: one syntax pass over the
-// whole body that notes where the prompt fields are, then one pass over the
-// chosen field that copies its text. No Go structures are built for the JSON,
-// and a Parser reuses its prompt buffer between requests.
+// The body is scanned once, in place: the syntax is checked as the scan goes,
+// and the prompt field's text is decoded straight into a buffer the Parser
+// reuses between requests. No Go structures are built for the JSON.
 package requestbody
 
 import (
@@ -51,7 +50,7 @@ func (p *Parser) Parse(body []byte) (Request, *apierror.Error) {
 	if len(body) == 0 {
 		return Request{}, apierror.BadRequest("missing_body", "The request has no body; send an OpenAI JSON request.")
 	}
-	f, ok := scanFields(body)
+	f, ok := p.scan(body)
 	if !ok {
 		return Request{}, apierror.BadRequest("invalid_json", "The request body must be one JSON object.")
 	}
@@ -67,7 +66,6 @@ func (p *Parser) Parse(body []byte) (Request, *apierror.Error) {
 			break
 		}
 	}
-	p.buf = p.flatten(p.buf[:0], body, &f)
 	r.Prompt = unsafe.String(unsafe.SliceData(p.buf), len(p.buf))
 	return r, nil
 }
@@ -77,55 +75,110 @@ type span struct{ start, end int }
 
 func (s span) exists() bool { return s.end > 0 }
 
-// fields is what the syntax pass found. A repeated key counts from its last
+// Where the prompt text comes from, in order of precedence.
+const (
+	noPrompt = iota
+	fromPrompt
+	fromInput
+	fromMessages
+)
+
+// source is the field whose text is the prompt (and, for input, the
+// instructions written before it).
+type source struct {
+	kind                int
+	value, instructions span
+}
+
+// fields is what the scan found. A repeated key counts from its last
 // occurrence, as in encoding/json.
 type fields struct {
 	model  string
 	stream bool
 	// maxTokens: max_tokens, max_completion_tokens, max_output_tokens, in order of precedence.
-	maxTokens                             [3]float64
+	maxTokens [3]float64
+	// The prompt fields; messages counts only as an array, instructions only
+	// as a string.
 	messages, input, instructions, prompt span
-	messagesIsArray                       bool
+	// written is the source whose text the buffer holds.
+	written source
 }
 
 var maxTokenKeys = [3]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
 
-// scanFields checks body's syntax and notes the fields the picker reads.
-func scanFields(body []byte) (fields, bool) {
+// source is the prompt's source given the fields seen so far.
+func (f *fields) source() source {
+	switch {
+	case f.messages.exists():
+		return source{kind: fromMessages, value: f.messages}
+	case f.input.exists():
+		return source{kind: fromInput, value: f.input, instructions: f.instructions}
+	case f.prompt.exists():
+		return source{kind: fromPrompt, value: f.prompt}
+	}
+	return source{}
+}
+
+// scan checks body's syntax, reads the scalar fields, and decodes the prompt
+// into p.buf. The prompt field is decoded where the scan meets it, if it wins
+// over the fields seen so far; only when a later key changes the winner
+// (messages after prompt, say) is the winner decoded again from its span.
+func (p *Parser) scan(body []byte) (fields, bool) {
 	var f fields
-	s := scanner{b: body}
+	p.buf = p.buf[:0]
+	s := &scanner{b: body}
 	if s.peek() != '{' {
 		return f, false
 	}
-	mark := func(sp *span) bool {
-		s.ws()
-		sp.start = s.i
-		ok := s.value()
+	// promptField reads a prompt field's value into *sp; counts tells
+	// whether its type lets it count (a messages string does not).
+	promptField := func(sp *span, counts bool) bool {
+		start := s.i
+		*sp = span{}
+		if !counts {
+			return s.value()
+		}
+		*sp = span{start, start + 1} // present, end not known yet
+		src := f.source()
+		if src.value.start != start {
+			ok := s.value()
+			sp.end = s.i
+			return ok
+		}
+		var ok bool
+		p.buf, ok = appendSource(p.buf[:0], s, body, src)
 		sp.end = s.i
+		src.value.end = s.i
+		f.written = src
 		return ok
 	}
 	ok := s.object(func(key []byte) bool {
-		switch {
+		switch c := s.peek(); {
 		case keyIs(key, "model"):
 			f.model = ""
-			if s.peek() == '"' {
+			if c == '"' {
 				var ok bool
 				f.model, ok = s.text()
 				return ok
 			}
 			return s.value()
 		case keyIs(key, "stream"):
-			f.stream = s.peek() == 't'
+			f.stream = c == 't'
 			return s.value()
 		case keyIs(key, "messages"):
-			f.messagesIsArray = s.peek() == '['
-			return mark(&f.messages)
+			return promptField(&f.messages, c == '[')
 		case keyIs(key, "input"):
-			return mark(&f.input)
-		case keyIs(key, "instructions"):
-			return mark(&f.instructions)
+			return promptField(&f.input, true)
 		case keyIs(key, "prompt"):
-			return mark(&f.prompt)
+			return promptField(&f.prompt, true)
+		case keyIs(key, "instructions"):
+			f.instructions = span{}
+			start := s.i
+			ok := s.value()
+			if c == '"' {
+				f.instructions = span{start, s.i}
+			}
+			return ok
 		}
 		for i, k := range maxTokenKeys {
 			if keyIs(key, k) {
@@ -143,32 +196,33 @@ func scanFields(body []byte) (fields, bool) {
 	if !ok || s.peek() != 0 {
 		return f, false
 	}
+	if src := f.source(); src != f.written {
+		p.buf, _ = appendSource(p.buf[:0], &scanner{b: body[:src.value.end], i: src.value.start}, body, src)
+	}
 	return f, true
 }
 
-// flatten appends the prompt text of the field that wins: messages (an
-// array), else input (with instructions first), else prompt.
-func (p *Parser) flatten(dst, body []byte, f *fields) []byte {
-	at := func(sp span) *scanner { return &scanner{b: body[:sp.end], i: sp.start} }
-	switch {
-	case f.messagesIsArray:
-		return appendMessages(dst, at(f.messages))
-	case f.input.exists():
+// appendSource writes src's prompt text; s is at src's value and consumes it.
+func appendSource(dst []byte, s *scanner, body []byte, src source) ([]byte, bool) {
+	switch src.kind {
+	case fromMessages:
+		return appendMessages(dst, s)
+	case fromInput:
 		// Responses API: a string, or a list of messages / content items;
 		// embeddings: a string or a list of strings.
-		if f.instructions.exists() && body[f.instructions.start] == '"' {
+		if in := src.instructions; in.exists() {
 			dst = append(dst, "system\n"...)
-			dst = appendString(dst, at(f.instructions))
+			dst, _ = (&scanner{b: body[:in.end], i: in.start}).appendText(dst)
 			dst = append(dst, '\n')
 		}
-		if s := at(f.input); s.peek() == '[' && firstElementIsObject(s) {
+		if s.peek() == '[' && firstElementIsObject(s) {
 			return appendMessages(dst, s)
 		}
-		return appendStrings(dst, at(f.input))
-	case f.prompt.exists():
-		return appendStrings(dst, at(f.prompt))
+		return appendStrings(dst, s)
+	case fromPrompt:
+		return appendStrings(dst, s)
 	}
-	return dst
+	return dst, true
 }
 
 func firstElementIsObject(s *scanner) bool {
@@ -177,63 +231,75 @@ func firstElementIsObject(s *scanner) bool {
 	return probe.peek() == '{'
 }
 
-// appendString appends a string value's decoded text (the scanner is at it).
-func appendString(dst []byte, s *scanner) []byte {
-	raw, _ := s.str()
-	return appendUnescaped(dst, raw)
-}
-
 // appendMessages writes each message as "role\ncontent\n". The content is
-// copied straight from the body; only a role given after the content (or
-// given twice) moves the message's text to make room.
-func appendMessages(dst []byte, s *scanner) []byte {
-	s.array(func() bool {
+// decoded straight after the role already written; a role given after the
+// content moves the message's text once, at its end, however many keys
+// follow.
+func appendMessages(dst []byte, s *scanner) ([]byte, bool) {
+	ok := s.array(func() bool {
+		if s.peek() != '{' {
+			dst = append(dst, '\n', '\n')
+			return s.value()
+		}
 		msg := len(dst)
 		dst = append(dst, '\n') // role "" until one is read
 		prefix := 1
-		if s.peek() != '{' {
-			dst = append(dst, '\n')
-			return s.value()
+		var role []byte // the latest role's raw text
+		stale := false  // the written role is not the latest
+		setRole := func() {
+			var buf [64]byte
+			text := append(appendUnescaped(buf[:0], role), '\n')
+			dst = slices.Replace(dst, msg, msg+prefix, text...)
+			prefix, stale = len(text), false
 		}
+		content := false
 		ok := s.object(func(key []byte) bool {
 			switch {
 			case keyIs(key, "role"):
-				var buf [64]byte
-				role := buf[:0]
+				role = nil
 				if s.peek() == '"' {
-					role = appendString(role, s)
+					role, _ = s.str()
 				} else if !s.value() {
 					return false
 				}
-				role = append(role, '\n')
-				dst = slices.Replace(dst, msg, msg+prefix, role...)
-				prefix = len(role)
+				if stale = true; !content {
+					setRole() // nothing after it yet: no move
+				}
 				return true
 			case keyIs(key, "content"):
-				dst = appendContent(dst[:msg+prefix], s)
-				return true
+				if dst = dst[:msg+prefix]; stale {
+					setRole() // the previous content is dropped: no move
+				}
+				var ok bool
+				dst, ok = appendContent(dst, s)
+				content = true
+				return ok
 			}
 			return s.value()
 		})
+		if stale {
+			setRole()
+		}
 		dst = append(dst, '\n')
 		return ok
 	})
-	return dst
+	return dst, ok
 }
 
 // appendContent writes a message's content: a string, or parts whose text
 // (a string part, or field "text") is written in order; other parts (images,
 // audio) are skipped.
-func appendContent(dst []byte, s *scanner) []byte {
+func appendContent(dst []byte, s *scanner) ([]byte, bool) {
 	switch s.peek() {
 	case '"':
-		return appendString(dst, s)
+		return s.appendText(dst)
 	case '[':
-		s.array(func() bool {
+		ok := s.array(func() bool {
 			switch s.peek() {
 			case '"':
-				dst = appendString(dst, s)
-				return true
+				var ok bool
+				dst, ok = s.appendText(dst)
+				return ok
 			case '{':
 				part := len(dst)
 				return s.object(func(key []byte) bool {
@@ -242,29 +308,29 @@ func appendContent(dst []byte, s *scanner) []byte {
 					}
 					dst = dst[:part] // a repeated key counts from its last occurrence
 					if s.peek() == '"' {
-						dst = appendString(dst, s)
-						return true
+						var ok bool
+						dst, ok = s.appendText(dst)
+						return ok
 					}
 					return s.value()
 				})
 			}
 			return s.value()
 		})
-	default:
-		s.value()
+		return dst, ok
 	}
-	return dst
+	return dst, s.value()
 }
 
 // appendStrings writes a string, or a list's strings joined by newlines
 // (other elements, such as token IDs, are skipped).
-func appendStrings(dst []byte, s *scanner) []byte {
+func appendStrings(dst []byte, s *scanner) ([]byte, bool) {
 	switch s.peek() {
 	case '"':
-		return appendString(dst, s)
+		return s.appendText(dst)
 	case '[':
 		first := true
-		s.array(func() bool {
+		ok := s.array(func() bool {
 			if s.peek() != '"' {
 				return s.value()
 			}
@@ -272,9 +338,11 @@ func appendStrings(dst []byte, s *scanner) []byte {
 				dst = append(dst, '\n')
 			}
 			first = false
-			dst = appendString(dst, s)
-			return true
+			var ok bool
+			dst, ok = s.appendText(dst)
+			return ok
 		})
+		return dst, ok
 	}
-	return dst
+	return dst, s.value()
 }

@@ -21,6 +21,8 @@ func TestParseShapes(t *testing.T) {
 			"m", "user\nab\n", false, 0},
 		{"role after content", `{"model":"m","messages":[{"content":"long text","role":"assistant"},{"role":"user","content":"q","role":"tool"}]}`,
 			"m", "assistant\nlong text\ntool\nq\n", false, 0},
+		{"repeated keys", `{"model":"m","messages":[{"content":"a","role":"x","content":"bb","role":"y","role":"z"}]}`,
+			"m", "z\nbb\n", false, 0},
 		{"completion", `{"model":"m","prompt":"once upon","max_completion_tokens":5}`, "m", "once upon", false, 5},
 		{"completion list", `{"model":"m","prompt":["a","b"]}`, "m", "a\nb", false, 0},
 		{"token ids", `{"model":"m","prompt":[1,2,3]}`, "m", "", false, 0},

@@ -42,88 +42,154 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
-// str reads a string and returns its raw contents (between the quotes). Only
-// quotes are searched for (bytes.IndexByte, vectorised); a quote preceded by
-// an odd run of backslashes is escaped. Escapes are decoded, leniently, only
-// where the text is used.
+// str reads a string and returns its raw contents (between the quotes),
+// escapes undecoded (and unchecked: they are decoded, leniently, only where
+// the text is used).
 func (s *scanner) str() (raw []byte, ok bool) {
 	if s.peek() != '"' {
 		return nil, false
 	}
 	start := s.i + 1
-	for pos := start; ; {
-		q := bytes.IndexByte(s.b[pos:], '"')
+	end := closingQuote(s.b, start)
+	if end < 0 {
+		return nil, false
+	}
+	s.i = end + 1
+	return s.b[start:end], true
+}
+
+// closingQuote finds the quote that ends a string whose contents start at
+// start: a quote after an even run of backslashes. It asks bytes.IndexByte
+// (vectorised) for each quote; after a few escaped quotes it switches to a
+// SWAR scan, so that dense escaped quotes do not cost a call each.
+func closingQuote(b []byte, start int) int {
+	pos := start
+	for range 4 {
+		q := bytes.IndexByte(b[pos:], '"')
 		if q < 0 {
-			return nil, false
+			return -1
 		}
-		q += pos
-		bs := 0
-		for q-bs-1 >= start && s.b[q-bs-1] == '\\' {
-			bs++
-		}
-		if bs%2 == 0 {
-			s.i = q + 1
-			return s.b[start:q], true
+		if q += pos; !escapedAt(b, start, q) {
+			return q
 		}
 		pos = q + 1
 	}
+	for ; pos+8 <= len(b); pos += 8 {
+		for m := zeroBytes(binary.LittleEndian.Uint64(b[pos:]) ^ quotes); m != 0; m &= m - 1 {
+			if q := pos + bits.TrailingZeros64(m)/8; !escapedAt(b, start, q) {
+				return q
+			}
+		}
+	}
+	for ; pos < len(b); pos++ {
+		if b[pos] == '"' && !escapedAt(b, start, pos) {
+			return pos
+		}
+	}
+	return -1
+}
+
+// escapedAt reports whether the quote at q follows an odd run of backslashes
+// (counting back no further than start).
+func escapedAt(b []byte, start, q int) bool {
+	n := 0
+	for q-n > start && b[q-n-1] == '\\' {
+		n++
+	}
+	return n%2 == 1
 }
 
 const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
+	lows7       = 0x7f7f7f7f7f7f7f7f
+	quotes      = '"' * 0x0101010101010101
+	backslashes = '\\' * 0x0101010101010101
 )
 
-// appendUnescaped appends the decoded contents of a string str accepted.
-// Without escapes it is one copy. With them, eight bytes at a time are copied
-// while a SWAR test looks for a backslash, so dense escapes (code, quoted
-// dialogue) cost no function call each. Lone surrogates become U+FFFD, as in
-// encoding/json; an invalid escape keeps its character.
-func appendUnescaped(dst, raw []byte) []byte {
-	first := bytes.IndexByte(raw, '\\')
-	if first < 0 {
-		return append(dst, raw...)
+// zeroBytes has the high bit set in exactly the bytes of x that are zero.
+func zeroBytes(x uint64) uint64 {
+	return ^((x&lows7 + lows7) | x | lows7)
+}
+
+// appendText decodes the string at the scanner into dst and consumes it.
+func (s *scanner) appendText(dst []byte) ([]byte, bool) {
+	if s.peek() != '"' {
+		return dst, false
 	}
-	dst = append(dst, raw[:first]...)
-	raw = raw[first:]
-	// Decoding never lengthens the text, so out can be written ahead.
+	dst, next, closed := decodeString(dst, s.b, s.i+1)
+	if !closed {
+		return dst, false
+	}
+	s.i = next
+	return dst, true
+}
+
+// appendUnescaped appends the decoded contents of a raw string from str.
+func appendUnescaped(dst, raw []byte) []byte {
+	dst, _, _ = decodeString(dst, raw, 0)
+	return dst
+}
+
+// decodeString appends the decoded string contents starting at b[i] to dst,
+// up to an unescaped quote (closed, next is after it) or the end of b. A
+// string without escapes costs two vectorised searches and one copy; from
+// the first escape on, eight bytes at a time are copied while a SWAR test
+// looks for a quote or a backslash, so dense escapes (code, quoted dialogue,
+// line breaks) cost no function call each. Lone surrogates become U+FFFD, as
+// in encoding/json; an invalid escape keeps its character.
+func decodeString(dst, b []byte, i int) (out []byte, next int, closed bool) {
+	q := bytes.IndexByte(b[i:], '"')
+	run := b[i:]
+	if q >= 0 {
+		run = run[:q]
+	}
+	bs := bytes.IndexByte(run, '\\')
+	if bs < 0 {
+		if q < 0 {
+			return append(dst, run...), len(b), false
+		}
+		return append(dst, run...), i + q + 1, true
+	}
+	dst = append(dst, run[:bs]...)
+	i += bs
 	n := len(dst)
-	dst = slices.Grow(dst, len(raw))
-	out := dst[n : n+len(raw)]
-	o, i := 0, 0
-	for i < len(raw) {
-		if raw[i] != '\\' {
-			if i+8 <= len(raw) {
-				w := binary.LittleEndian.Uint64(raw[i:])
-				binary.LittleEndian.PutUint64(out[o:], w)
-				x := w ^ ('\\' * ones)
-				if m := (x - ones) &^ x & highs; m != 0 {
-					k := bits.TrailingZeros64(m) / 8
-					i, o = i+k, o+k
-				} else {
-					i, o = i+8, o+8
-				}
+	for {
+		if cap(dst)-n < 16 {
+			dst = slices.Grow(dst[:n], 16)
+		}
+		dst = dst[:cap(dst)]
+		if i+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[i:])
+			binary.LittleEndian.PutUint64(dst[n:], w)
+			m := zeroBytes(w^quotes) | zeroBytes(w^backslashes)
+			if m == 0 {
+				i, n = i+8, n+8
 				continue
 			}
-			out[o] = raw[i]
-			i, o = i+1, o+1
+			k := bits.TrailingZeros64(m) / 8
+			i, n = i+k, n+k
+		} else if i == len(b) {
+			return dst[:n], i, false
+		} else if c := b[i]; c != '"' && c != '\\' {
+			dst[n] = c
+			i, n = i+1, n+1
 			continue
 		}
-		if i+1 >= len(raw) { // cannot follow str, kept for safety
-			out[o] = '\\'
-			i, o = i+1, o+1
-			continue
+		// b[i] is a quote or a backslash.
+		switch {
+		case b[i] == '"':
+			return dst[:n], i + 1, true
+		case i+1 == len(b):
+			dst[n] = '\\'
+			return dst[:n+1], i + 1, false
+		case b[i+1] != 'u':
+			dst[n] = unescapeByte(b[i+1])
+			i, n = i+2, n+1
+		default:
+			r, size := decodeU(b[i:])
+			n += utf8.EncodeRune(dst[n:], r)
+			i += size
 		}
-		if c := raw[i+1]; c != 'u' {
-			out[o] = unescapeByte(c)
-			i, o = i+2, o+1
-			continue
-		}
-		r, size := decodeU(raw[i:])
-		o += utf8.EncodeRune(out[o:], r)
-		i += size
 	}
-	return dst[:n+o]
 }
 
 // decodeU decodes the \u escape at the start of b (with its low surrogate
