@@ -26,6 +26,11 @@ import (
 
 // Options are the simulator flags; zero values leave the simulator's defaults.
 type Options struct {
+	// Host is the address to listen on (default 127.0.0.1): another loopback
+	// address such as 127.0.0.12 lets a test give each simulator the IP of a pod.
+	Host string
+	// Port to listen on (default 0: a free port).
+	Port                int
 	GPU                 string
 	Model               string
 	TensorParallel      int
@@ -69,7 +74,11 @@ func Start(t testing.TB, opts Options) *Proc {
 	t.Helper()
 	bin := Binary(t)
 	p := &Proc{stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	args := append([]string{"--host", "127.0.0.1", "--port", "0"}, opts.args()...)
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	args := append([]string{"--host", host, "--port", strconv.Itoa(opts.Port)}, opts.args()...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.stderr
 	p.cmd.SysProcAttr = sysProcAttr()

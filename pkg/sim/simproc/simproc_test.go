@@ -2,7 +2,9 @@ package simproc
 
 import (
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,5 +38,22 @@ func TestStartNServesAndStops(t *testing.T) {
 	procs[0].Stop()
 	if _, err := http.Get(procs[0].URL + "/health"); err == nil {
 		t.Fatal("stopped simulator still answers")
+	}
+}
+
+func TestStartOnAnotherLoopbackAddressAndPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a port free on loopback
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p := Start(t, Options{Host: "127.0.0.77", Port: port, Speedup: 20})
+	if want := "127.0.0.77:" + strconv.Itoa(port); p.Addr != want || p.Port != port {
+		t.Fatalf("listening on %s (port %d), want %s", p.Addr, p.Port, want)
+	}
+	if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+		c.Close()
+		t.Fatal("the simulator also answers on 127.0.0.1")
 	}
 }
