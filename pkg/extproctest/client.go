@@ -155,24 +155,11 @@ func (c *Client) Stream(ctx context.Context) (extprocv3.ExternalProcessor_Proces
 func (c *Client) Process(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.ext.Process(ctx)
+	x, err := c.open(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("extproctest: open stream: %w", err)
+		return nil, err
 	}
-	x := &exchange{
-		stream: stream,
-		res:    &Result{DynamicMetadata: map[string]map[string]any{}},
-		protocolConfig: &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  c.cfg.RequestBodyMode.proto(),
-			ResponseBodyMode: c.cfg.ResponseBodyMode.proto(),
-		},
-	}
-
-	reqPhase := &phase{
-		dir: requestPath, mode: c.cfg.RequestBodyMode,
-		headers: req.Headers.clone(), chunks: split(req.Body, c.cfg.ChunkSize, c.cfg.RequestBodyMode),
-		trailers: req.Trailers.clone(), hasTrailers: req.Trailers != nil, metadata: req.MetadataContext,
-	}
+	reqPhase := c.requestPhase(req)
 	if err := x.run(reqPhase); err != nil {
 		return x.res, err
 	}
@@ -191,6 +178,31 @@ func (c *Client) Process(ctx context.Context, req Request) (*Result, error) {
 		x.res.ResponseChunks = respPhase.returned
 	}
 	return x.res, x.finish()
+}
+
+// open starts one exchange on a new stream; cancelling ctx ends it.
+func (c *Client) open(ctx context.Context) (*exchange, error) {
+	stream, err := c.ext.Process(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("extproctest: open stream: %w", err)
+	}
+	return &exchange{
+		stream: stream,
+		res:    &Result{DynamicMetadata: map[string]map[string]any{}},
+		protocolConfig: &extprocv3.ProtocolConfiguration{
+			RequestBodyMode:  c.cfg.RequestBodyMode.proto(),
+			ResponseBodyMode: c.cfg.ResponseBodyMode.proto(),
+		},
+	}, nil
+}
+
+// requestPhase is req's request path as Envoy plays it.
+func (c *Client) requestPhase(req Request) *phase {
+	return &phase{
+		dir: requestPath, mode: c.cfg.RequestBodyMode,
+		headers: req.Headers.clone(), chunks: split(req.Body, c.cfg.ChunkSize, c.cfg.RequestBodyMode),
+		trailers: req.Trailers.clone(), hasTrailers: req.Trailers != nil, metadata: req.MetadataContext,
+	}
 }
 
 // exchange is one ext_proc stream: the request path and then the response path.

@@ -28,6 +28,11 @@
 // headers reply, a message after the exchange ended) is returned as an error;
 // anything Envoy would drop silently is listed in Result.Ignored.
 //
+// An HTTP front that proxies real traffic (a test gateway playing Envoy) uses
+// Client.Begin instead: it plays the request path, the front forwards the
+// result upstream, and Live.Respond passes the upstream's response through the
+// server as it arrives, writing the server's replies to the client.
+//
 // Typical use in a test:
 //
 //	c := extproctest.Start(t, myServer, extproctest.Config{})

@@ -1,0 +1,101 @@
+package extproctest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+)
+
+// chunkWriter is a ResponseWriter that hands over what was written at each Flush.
+type chunkWriter struct {
+	*httptest.ResponseRecorder
+	pending bytes.Buffer
+	flushed chan string
+}
+
+func (w *chunkWriter) Write(b []byte) (int, error) {
+	w.pending.Write(b)
+	return w.ResponseRecorder.Write(b)
+}
+
+func (w *chunkWriter) Flush() {
+	w.flushed <- w.pending.String()
+	w.pending.Reset()
+}
+
+func TestLiveStreamsTheResponseAsItArrives(t *testing.T) {
+	rec := &recorder{}
+	c := Start(t, passThroughWithResponse(rec), Config{})
+	l, err := c.Begin(ctxT(t), PostJSON("/v1/chat/completions", []byte(`{"model":"m"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ImmediateResponse != nil || string(l.RequestBody) != `{"model":"m"}` || l.DynamicMetadata["envoy.lb"]["b"] != "2" {
+		t.Fatalf("request path: %+v", l.Result)
+	}
+	upstream, send := io.Pipe()
+	w := &chunkWriter{ResponseRecorder: httptest.NewRecorder(), flushed: make(chan string, 4)}
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Respond(200, NewHeaders("content-type", "text/event-stream", "content-length", "99"), upstream, w)
+	}()
+	if got := <-w.flushed; got != "" || w.Code != 200 || w.Header().Get("x-served-by") != "pod-1" || w.Header().Get("content-length") != "" {
+		t.Fatalf("headers: %d %v, body %q", w.Code, w.Header(), got)
+	}
+	// Each chunk must reach the client before the upstream sends the next.
+	for _, chunk := range []string{"data: a\n\n", "data: b\n\n"} {
+		if _, err := send.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-w.flushed:
+			if want := string(bytes.ToUpper([]byte(chunk))); got != want {
+				t.Fatalf("client got %q, want %q", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("chunk %q did not reach the client while the upstream was still open", chunk)
+		}
+	}
+	send.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Body.String() != "DATA: A\n\nDATA: B\n\n" {
+		t.Fatalf("client body %q", w.Body.String())
+	}
+	last := rec.all()[len(rec.all())-1]
+	if !last.GetResponseBody().GetEndOfStream() {
+		t.Fatalf("the last message did not end the stream: %v", last)
+	}
+}
+
+func TestLiveImmediateResponseOnTheRequestPath(t *testing.T) {
+	srv := scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+		return s.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+			ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode_NotFound}, Body: []byte(`{"error":{}}`)}}})
+	}}
+	c := Start(t, srv, Config{})
+	l, err := c.Begin(ctxT(t), PostJSON("/v1/completions", []byte(`{"model":"x"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.ImmediateResponse == nil || l.ImmediateResponse.Status != http.StatusNotFound {
+		t.Fatalf("immediate response %+v", l.ImmediateResponse)
+	}
+	if err := l.Respond(200, nil, bytes.NewReader(nil), httptest.NewRecorder()); err == nil {
+		t.Fatal("Respond after an immediate response must fail")
+	}
+}
