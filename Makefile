@@ -55,10 +55,14 @@ FORCE:
 control-plane: ## Install etcd and build kube-apiserver/kubectl v1.37.2 for the tests (cached in ~/.cache/igw).
 	@hack/control-plane.sh >/dev/null
 
+.PHONY: egctl
+egctl: ## Build Envoy Gateway's egctl v1.9.1 for the translation test (cached in ~/.cache/igw).
+	@hack/egctl.sh >/dev/null
+
 ##@ Test
 
 .PHONY: test
-test: verify build control-plane ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
+test: verify build control-plane egctl ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(GO) test -count=1 -timeout 40m ./...
 	hack/fuzz.sh $(FUZZTIME)
 
