@@ -20,9 +20,16 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB the helpers need; Ginkgo's GinkgoT() satisfies it too.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
 
 // Options are the simulator flags; zero values leave the simulator's defaults.
 type Options struct {
@@ -30,7 +37,8 @@ type Options struct {
 	// address such as 127.0.0.12 lets a test give each simulator the IP of a pod.
 	Host string
 	// Port to listen on (default 0: a free port).
-	Port                int
+	Port int
+
 	GPU                 string
 	Model               string
 	TensorParallel      int
@@ -70,7 +78,7 @@ type Proc struct {
 
 // Start builds (once) and starts one simulator; it has answered /health when
 // Start returns, and is stopped at the test's cleanup.
-func Start(t testing.TB, opts Options) *Proc {
+func Start(t TB, opts Options) *Proc {
 	t.Helper()
 	bin := Binary(t)
 	p := &Proc{stderr: &lockedBuffer{}, exited: make(chan struct{})}
@@ -115,7 +123,7 @@ func Start(t testing.TB, opts Options) *Proc {
 }
 
 // StartN starts n simulators with the same options and seeds Seed, Seed+1, ...
-func StartN(t testing.TB, n int, opts Options) []*Proc {
+func StartN(t TB, n int, opts Options) []*Proc {
 	t.Helper()
 	procs := make([]*Proc, n)
 	for i := range procs {
@@ -126,7 +134,7 @@ func StartN(t testing.TB, n int, opts Options) []*Proc {
 	return procs
 }
 
-func (p *Proc) waitHealthy(t testing.TB) {
+func (p *Proc) waitHealthy(t TB) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -207,7 +215,7 @@ var build struct {
 // Binary returns the path of the modelsim binary, building it on first use.
 // The build goes to a directory keyed by the module root, through a rename so
 // that test binaries building concurrently never see a partial file.
-func Binary(t testing.TB) string {
+func Binary(t TB) string {
 	t.Helper()
 	build.once.Do(func() { build.path, build.err = buildModelsim() })
 	if build.err != nil {
