@@ -26,9 +26,10 @@ generate: ## Write deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Write CRDs (config/crd/bases) and RBAC (config/rbac/role.yaml) from kubebuilder markers.
+manifests: ## Write CRDs (config/crd/bases) and RBAC (config/rbac/role.yaml) from kubebuilder markers, and copy both into the Helm chart.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:maxDescLen=400 paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/chart-sync.sh
 	$(GO) run ./hack/bundle --version $(VERSION)
 
 .PHONY: bundle
