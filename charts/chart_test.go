@@ -33,6 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/internal/testenv"
@@ -642,6 +644,33 @@ func TestEnvoyGatewayValues(t *testing.T) {
 	if em.Service.FQDN.Hostname != fqdn || em.Service.FQDN.Port != svc.Spec.Ports[0].Port {
 		t.Errorf("Envoy Gateway calls %s:%d; the igw chart serves the hook at %s:%d",
 			em.Service.FQDN.Hostname, em.Service.FQDN.Port, fqdn, svc.Spec.Ports[0].Port)
+	}
+}
+
+// TestKustomizeServesTheSameExtensionServer checks that the kustomize install
+// (config/default, which the OLM bundle is also built from) exposes the
+// extension server where envoy-gateway-values.yaml points, as the chart does.
+func TestKustomizeServesTheSameExtensionServer(t *testing.T) {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "../config/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := resources.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rendered{text: string(data), objects: decodeObjects(t, string(data))}
+	d := get[appsv1.Deployment](t, r, "Deployment", "igw-controller-manager")
+	opts := operatorFlags(t, managerContainer(t, d))
+	if opts.ExtensionServerAddr == "" || opts.ExtensionServerAddr == "0" {
+		t.Fatalf("config/default turns the extension server off (%q)", opts.ExtensionServerAddr)
+	}
+	svc := get[corev1.Service](t, r, "Service", "igw-extension-server")
+	checkServiceReaches(t, svc, d, "grpc", portOf(t, opts.ExtensionServerAddr))
+	chart := get[corev1.Service](t, template(t), "Service", "igw-extension-server")
+	if svc.Namespace != chart.Namespace || svc.Spec.Ports[0].Port != chart.Spec.Ports[0].Port {
+		t.Errorf("config/default serves the hook at %s.%s:%d, the chart (and envoy-gateway-values.yaml) at %s.%s:%d",
+			svc.Name, svc.Namespace, svc.Spec.Ports[0].Port, chart.Name, chart.Namespace, chart.Spec.Ports[0].Port)
 	}
 }
 
