@@ -9,8 +9,10 @@ import (
 type GatewayProvider string
 
 const (
-	// ProviderEnvoyGateway renders Envoy Gateway v1.9 policies and relies on igw's
-	// Envoy Gateway extension server for InferencePool backends.
+	// ProviderEnvoyGateway renders Envoy Gateway v1.9 policies (the HTTPRoute's
+	// backend is a Service of the pool's pods with an endpoint override) and relies
+	// on igw's Envoy Gateway extension server to keep each model's picker on its
+	// requests (docs/envoy-gateway.md).
 	ProviderEnvoyGateway GatewayProvider = "EnvoyGateway"
 	// ProviderNative renders only Gateway API objects whose backendRefs name the
 	// InferencePool, for gateways that implement InferencePool themselves.

@@ -221,8 +221,9 @@ func bbrReferenceGrant(m metav1.ObjectMeta, gatewayNamespace, service string) *g
 // catchAllRoute is the rule every request matches before the body-based router
 // has set the model header (Envoy runs route filters only once a route
 // matched), and the one a request for an unknown model ends on: with Envoy
-// Gateway it answers the OpenAI-style 404; elsewhere it has no backend, which
-// Gateway API answers with 404.
+// Gateway it answers the OpenAI-style 404; elsewhere it has no backend, and the
+// gateway implementation decides the answer (Gateway API fixes no status for a
+// rule without backends).
 func catchAllRoute(m metav1.ObjectMeta, gw GatewayTarget, n ConfigNames, envoyGateway bool) *gwapiv1.HTTPRoute {
 	rule := gwapiv1.HTTPRouteRule{Matches: []gwapiv1.HTTPRouteMatch{{Path: rootPath()}}}
 	if envoyGateway {

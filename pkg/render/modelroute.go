@@ -267,8 +267,8 @@ func ServedNames(mr *igwv1.ModelRoute) []string {
 }
 
 // httpRoute matches the model-name header (set by the body-based router) for
-// every served name. With Envoy Gateway the backend is the pool's headless
-// Service; with a native InferencePool implementation it is the pool itself.
+// every served name. With Envoy Gateway the backend is the pool's Service (see
+// poolService); with a native InferencePool implementation it is the pool itself.
 func httpRoute(mr *igwv1.ModelRoute, m metav1.ObjectMeta, gw GatewayTarget, n RouteNames, native bool) *gwapiv1.HTTPRoute {
 	var backends []gwapiv1.HTTPBackendRef
 	if native {
