@@ -28,13 +28,6 @@ func TestOperator(t *testing.T) {
 	RunSpecs(t, "igw operator on a real API server")
 }
 
-// externalCRDs are the third-party CRDs the operator works with.
-var externalCRDs = []string{
-	"config/crd/external/gateway-api",
-	"config/crd/external/inference-extension",
-	"config/crd/external/envoy-gateway",
-}
-
 var testImages = render.Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
 
 var (
@@ -102,7 +95,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: externalCRDs})
+	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
 	Expect(err).NotTo(HaveOccurred())
 	scheme, err = manager.NewScheme()
 	Expect(err).NotTo(HaveOccurred())

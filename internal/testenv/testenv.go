@@ -23,6 +23,14 @@ import (
 // startTimeout is generous because etcd and the API server share two cores with the tests.
 const startTimeout = 60 * time.Second
 
+// ExternalCRDDirs are the third-party CRDs the operator works with (Gateway
+// API, the inference extension, Envoy Gateway), for Options.ExtraCRDDirs.
+var ExternalCRDDirs = []string{
+	"config/crd/external/gateway-api",
+	"config/crd/external/inference-extension",
+	"config/crd/external/envoy-gateway",
+}
+
 // Options adds to the default control plane.
 type Options struct {
 	// ExtraCRDDirs are installed beside igw's own CRDs (paths relative to the repository root or absolute).
