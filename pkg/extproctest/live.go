@@ -83,6 +83,13 @@ func (l *Live) Respond(status int, headers Headers, body io.Reader, w http.Respo
 	go func() { sendErr <- l.sendBody(first, p.metadata, body) }()
 	stop := func(err error) error {
 		l.cancel() // the sender stops at its next send, or when the upstream body ends
+		select {
+		case serr := <-sendErr: // the upstream failed first: that is the cause
+			if serr != nil {
+				return serr
+			}
+		default:
+		}
 		return err
 	}
 	for !p.bodyDone {
@@ -126,6 +133,7 @@ func (l *Live) sendBody(first *extprocv3.ProcessingRequest, metadata *corev3.Met
 		n, err := body.Read(buf)
 		eos := errors.Is(err, io.EOF)
 		if err != nil && !eos {
+			l.cancel() // Envoy resets the stream; the receive side stops waiting
 			return fmt.Errorf("extproctest: reading the upstream body: %w", err)
 		}
 		if n > 0 || eos {
