@@ -130,6 +130,7 @@ func (m *metricWriter) vllm(s *Snapshot, lora *loraInfoHistory) {
 	info.sample(wire.VLLMCacheConfigInfo, "", 1)
 
 	if s.MaxLoras > 0 {
+		m.counter(wire.ModelsimLoRALoads, "Adapters loaded into GPU slots (simulator only).", s.LoRALoads)
 		m.header(wire.VLLMLoRARequestsInfo, "gauge", "Running stats on lora requests.")
 		for _, e := range lora.entries {
 			series := metricWriter{b: m.b, labels: wire.VLLMLabelMaxLoRA + `="` + strconv.Itoa(s.MaxLoras) + `",` +

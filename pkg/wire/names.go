@@ -80,6 +80,10 @@ const (
 	SGLangTimeToFirstToken = "sglang:time_to_first_token_seconds"
 )
 
+// ModelsimLoRALoads is the simulator's own count of adapters loaded into GPU
+// slots (vLLM has no such metric); the live benchmark reports it as lora_loads.
+const ModelsimLoRALoads = "modelsim:lora_loads_total"
+
 // TensorRT-LLM metric names, for both ways it is served. trtllm-serve's own
 // Prometheus endpoint (/prometheus/metrics) uses a "trtllm_" prefix and reports
 // queue, batch and KV utilisation (0..1) gauges, the names the Gateway API

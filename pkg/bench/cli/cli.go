@@ -1,13 +1,15 @@
 // Package cli is igw-bench's command line (cmd/igw-bench is a thin main):
 //
 //	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--mode des|live]
-//	               [--format json|table] [--out DIR] [--duration D] [--parallel N]
+//	               [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
 //	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
-//	               [--mode des|live] [--duration D] [--parallel N]
+//	               [--mode des|live] [--duration D] [--parallel N] [--speedup K]
+//	igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
 //
 // run prints one scenario's results (the benchmark contract's JSON object with
 // --format json); grid runs every scenario of a directory and writes the
-// benchmark page with tables and plots.
+// benchmark page with tables and plots; demo runs a small heterogeneous fleet
+// live through round-robin and then igw and shows them side by side.
 package cli
 
 import (
@@ -17,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,30 +30,41 @@ import (
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/des"
 	"github.com/igw-dev/igw/pkg/bench/grid"
+	"github.com/igw-dev/igw/pkg/bench/live"
 	"github.com/igw-dev/igw/pkg/bench/plots"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 )
 
-// ErrLiveNotBuilt is what --mode live answers until the live backend exists.
-var ErrLiveNotBuilt = errors.New("--mode live is not built yet: it needs simulator servers and the standalone " +
-	"gateway on loopback, which come later; use --mode des (the default)")
+// backendOptions are the flags that configure a backend.
+type backendOptions struct {
+	// speedup is the live simulators' speed relative to real GPUs (0: automatic).
+	speedup float64
+	log     io.Writer
+}
 
-// Backends maps each --mode to its backend's constructor. The live backend
-// registers itself here when it lands.
-var Backends = map[string]func() (bench.Backend, error){
-	"des":  func() (bench.Backend, error) { return des.Backend{}, nil },
-	"live": func() (bench.Backend, error) { return nil, ErrLiveNotBuilt },
+// backends maps each --mode to its backend's constructor.
+var backends = map[string]func(backendOptions) bench.Backend{
+	"des":  func(backendOptions) bench.Backend { return des.Backend{} },
+	"live": func(o backendOptions) bench.Backend { return &live.Backend{Speedup: o.speedup, Log: o.log} },
+}
+
+// policyChecker is implemented by backends that cannot run every policy (the
+// live backend has no oracle).
+type policyChecker interface {
+	SupportsPolicy(policy string) error
 }
 
 const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
 
   igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--mode des|live]
-                 [--format json|table] [--out DIR] [--duration D] [--parallel N]
+                 [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
   igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
-                 [--mode des|live] [--duration D] [--parallel N]
+                 [--mode des|live] [--duration D] [--parallel N] [--speedup K]
+  igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
 
 Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, igw, oracle" + `
+(--mode live runs all but oracle, which needs the simulators' exact state.)
 `
 
 // Main runs the command line args (without the program name) and returns the
@@ -69,6 +83,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = run(ctx, args[1:], stdout, stderr)
 	case "grid":
 		err = runGrid(ctx, args[1:], stdout, stderr)
+	case "demo":
+		err = runDemo(ctx, args[1:], stdout, stderr)
 	default:
 		err = fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
 	}
@@ -81,13 +97,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// common are the flags of both commands.
+// common are the flags of run and grid.
 type common struct {
 	policies string
 	seeds    int
 	mode     string
 	duration time.Duration
 	parallel int
+	speedup  float64
 	out      string
 }
 
@@ -96,36 +113,63 @@ func (c *common) register(fs *flag.FlagSet, defaultOut string) {
 	fs.IntVar(&c.seeds, "seeds", 1, "number of seeds (1..N) per policy")
 	fs.StringVar(&c.mode, "mode", "des", "des (virtual time) or live (real HTTP on loopback)")
 	fs.DurationVar(&c.duration, "duration", 0, "shorten each scenario to this much arrival time (warmup scaled alike)")
-	fs.IntVar(&c.parallel, "parallel", 0, "runs at a time (0: one per CPU)")
+	fs.IntVar(&c.parallel, "parallel", 0, "runs at a time (0: one per CPU for des, 1 for live)")
+	fs.Float64Var(&c.speedup, "speedup", 0, "live: run the simulated GPUs this many times faster than real ones "+
+		"(0: real time, slower when the machine could not keep up; below 1 for fidelity, above 1 for quick looks)")
 	fs.StringVar(&c.out, "out", defaultOut, "directory for results and plots")
 }
 
-func (c *common) resolve() (bench.Backend, []string, error) {
+// resolve validates the flags and returns the backend and the policies to
+// run on it. Policies the backend cannot run are left out with a note on
+// stderr (the oracle in live mode); none left is an error.
+func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 	if c.seeds < 1 {
 		return nil, nil, fmt.Errorf("--seeds must be at least 1")
 	}
+	newBackend, ok := backends[c.mode]
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown --mode %q (des or live)", c.mode)
+	}
+	switch {
+	case c.speedup < 0 || math.IsNaN(c.speedup) || math.IsInf(c.speedup, 0):
+		return nil, nil, fmt.Errorf("--speedup must be positive (or 0 for automatic), got %g", c.speedup)
+	case c.speedup != 0 && c.mode != "live":
+		return nil, nil, fmt.Errorf("--speedup applies to --mode live only")
+	case c.parallel < 0:
+		return nil, nil, fmt.Errorf("--parallel must not be negative")
+	}
+	if c.parallel == 0 && c.mode == "live" {
+		// Fleets side by side add to each other's transport time, which the
+		// speedup multiplies: one run at a time unless asked.
+		c.parallel = 1
+	}
+	b := newBackend(backendOptions{speedup: c.speedup, log: stderr})
 	var names []string
+	skipped := false
 	for _, p := range strings.Split(c.policies, ",") {
 		p = strings.TrimSpace(p)
-		if p == "" {
+		if p == "" || slices.Contains(names, p) {
 			continue
 		}
 		if !policies.Known(p) {
 			return nil, nil, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(policies.Names, ", "))
 		}
-		if !slices.Contains(names, p) {
-			names = append(names, p)
+		if pc, ok := b.(policyChecker); ok {
+			if err := pc.SupportsPolicy(p); err != nil {
+				fmt.Fprintf(stderr, "igw-bench: --mode %s leaves out %s: %v\n", c.mode, p, err)
+				skipped = true
+				continue
+			}
 		}
+		names = append(names, p)
 	}
 	if len(names) == 0 {
+		if skipped {
+			return nil, nil, fmt.Errorf("--policies names no policy --mode %s can run", c.mode)
+		}
 		return nil, nil, fmt.Errorf("--policies names no policy")
 	}
-	newBackend, ok := Backends[c.mode]
-	if !ok {
-		return nil, nil, fmt.Errorf("unknown --mode %q (des or live)", c.mode)
-	}
-	b, err := newBackend()
-	return b, names, err
+	return b, names, nil
 }
 
 // Shorten cuts sc to d of arrivals, scaling the warmup in proportion.
@@ -162,7 +206,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := Shorten(sc, c.duration); err != nil {
 		return err
 	}
-	b, names, err := c.resolve()
+	b, names, err := c.resolve(stderr)
 	if err != nil {
 		return err
 	}
@@ -252,7 +296,7 @@ func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	b, names, err := c.resolve()
+	b, names, err := c.resolve(stderr)
 	if err != nil {
 		return err
 	}

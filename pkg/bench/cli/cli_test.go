@@ -122,9 +122,52 @@ func TestGridWritesThePage(t *testing.T) {
 	}
 }
 
-// Until a live backend registers itself in Backends, --mode live says so.
-func TestLiveModeSaysNotBuiltUntilRegistered(t *testing.T) {
-	if _, stderr, code := runCLI(t, "run", "--scenario", small, "--mode", "live"); code == 0 || !strings.Contains(stderr, "not built yet") {
+// Live mode leaves out the oracle with a note; naming only the oracle leaves
+// nothing to run, which is an error (nothing is started).
+func TestLiveLeavesOutTheOracle(t *testing.T) {
+	_, stderr, code := runCLI(t, "run", "--scenario", small, "--mode", "live", "--policies", "oracle")
+	if code == 0 || !strings.Contains(stderr, "--mode live leaves out oracle") || !strings.Contains(stderr, "--mode des") ||
+		!strings.Contains(stderr, "no policy --mode live can run") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestSpeedupIsValidated(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--speedup 2", "--speedup applies to --mode live only"},
+		{"--mode live --speedup -1", "--speedup must be positive"},
+		{"--mode live --parallel -2", "--parallel must not be negative"},
+	} {
+		args := append([]string{"run", "--scenario", small, "--policies", "igw"}, strings.Fields(tc.args)...)
+		if _, stderr, code := runCLI(t, args...); code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q", tc.args, code, stderr)
+		}
+	}
+}
+
+// run --mode live prints the contract's JSON of a live run.
+func TestRunLive(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "run", "--scenario", "../live/testdata/tiny.yaml", "--mode", "live", "--speedup", "4",
+		"--policies", "least-request,igw", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Mode    string           `json:"mode"`
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+	}
+	if rep.Mode != "live" || len(rep.Results) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Results {
+		if r["completed"].(float64) == 0 || r["failed"].(float64) != 0 {
+			t.Errorf("result %v", r)
+		}
+	}
+	if !strings.Contains(stderr, "tiny:") || !strings.Contains(stderr, "100%") {
+		t.Errorf("no progress on stderr: %q", stderr)
 	}
 }
