@@ -27,6 +27,9 @@ type Live struct {
 	x      *exchange
 	meta   *Request
 	cancel context.CancelFunc
+	// broken is set when the exchange ended midway (a failed request path or
+	// response): Close then resets the stream instead of half-closing it.
+	broken bool
 }
 
 // Begin plays req's request path (req.Response is ignored) and returns once the
@@ -41,6 +44,7 @@ func (c *Client) Begin(ctx context.Context, req Request) (*Live, error) {
 	l := &Live{Result: x.res, cfg: c.cfg, x: x, meta: &req, cancel: cancel}
 	p := c.requestPhase(req)
 	if err := x.run(p); err != nil {
+		l.broken = true
 		return l, err
 	}
 	x.res.RequestHeaders, x.res.RequestBody, x.res.RequestTrailers = p.headers, p.body, p.trailers
@@ -52,7 +56,8 @@ func (c *Client) Begin(ctx context.Context, req Request) (*Live, error) {
 // FullDuplexStreamed mode (read whole first in Buffered mode). What the server
 // returns goes to w as it comes: the headers as mutated, then every body chunk,
 // flushed. An immediate response on the response path is written instead.
-func (l *Live) Respond(status int, headers Headers, body io.Reader, w http.ResponseWriter) error {
+func (l *Live) Respond(status int, headers Headers, body io.Reader, w http.ResponseWriter) (err error) {
+	defer func() { l.broken = l.broken || err != nil }()
 	if l.ImmediateResponse != nil {
 		return errors.New("extproctest: Respond after an immediate response on the request path")
 	}
@@ -149,10 +154,15 @@ func (l *Live) sendBody(first *extprocv3.ProcessingRequest, metadata *corev3.Met
 	}
 }
 
-// Close ends the exchange as Envoy does when the HTTP stream ends; an error
-// means the server misbehaved after processing.
+// Close ends the exchange as Envoy does when the HTTP stream ends: a
+// half-close, after which the server must end the stream without another
+// message (an error says it did not), or a reset when the exchange failed
+// midway.
 func (l *Live) Close() error {
 	defer l.cancel()
+	if l.broken {
+		return nil
+	}
 	return l.x.finish()
 }
 

@@ -2,9 +2,11 @@ package extproctest
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,46 @@ func TestLiveImmediateResponseOnTheRequestPath(t *testing.T) {
 	}
 	if err := l.Respond(200, nil, bytes.NewReader(nil), httptest.NewRecorder()); err == nil {
 		t.Fatal("Respond after an immediate response must fail")
+	}
+}
+
+// failingBody yields one chunk, then fails as a reset upstream connection does.
+type failingBody struct{ sent bool }
+
+func (f *failingBody) Read(p []byte) (int, error) {
+	if f.sent {
+		return 0, errors.New("connection reset by peer")
+	}
+	f.sent = true
+	return copy(p, "data: a\n\n"), nil
+}
+
+func TestLiveUpstreamFailureEndsTheExchange(t *testing.T) {
+	c := Start(t, passThroughWithResponse(&recorder{}), Config{})
+	l, err := c.Begin(ctxT(t), PostJSON("/v1/chat/completions", []byte(`{"model":"m"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Respond(200, nil, &failingBody{}, httptest.NewRecorder()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "connection reset by peer") {
+			t.Fatalf("Respond returned %v, want the upstream's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		l.cancel()
+		t.Fatal("Respond waits for a server reply that cannot come")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close after a failed response: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		l.cancel()
+		t.Fatal("Close half-closed a broken exchange and waits for the server")
 	}
 }
