@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv/fixtures"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/render"
+	"github.com/igw-dev/igw/pkg/sim/simproc"
+)
+
+const (
+	ns          = "inference"
+	gatewayName = "inference-gateway"
+	configName  = "igw"
+
+	llamaModel = "llama-3.1-8b"
+	llamaAlias = "meta-llama/Llama-3.1-8B-Instruct"
+	qwenModel  = "qwen3-32b"
+	sqlAdapter = "qwen3-32b-sql"  // registered on qwen-0 only
+	faqAdapter = "qwen3-32b-faq"  // registered on qwen-1 only
+	maxTokens  = 5                // of every request the specs send
+	longTokens = 4000             // of the requests that keep an adapter running
+	requestTTL = 30 * time.Second // bound on one client request
+)
+
+var _ = Describe("The operator's data path for two models, with the real pickers, router and simulators", Ordered, func() {
+	var (
+		llama, qwen []*simulator
+		llamaEPP    *process
+		qwenEPP     *process
+		front       *envoy
+		oai         openai.Client
+	)
+
+	BeforeAll(func() {
+		Expect(fixtures.Namespace(ctx, k8s, ns)).To(Succeed())
+		_, err := fixtures.Gateway(ctx, k8s, ns, gatewayName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: configName},
+			Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: gatewayName}}}})).To(Succeed())
+
+		// Every simulator listens on the pools' target port, each on its Pod's IP.
+		port := freePort()
+		targetPorts := []igwv1.TargetPort{{Number: int32(port)}}
+		Expect(k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
+			Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: configName},
+				Models:      []igwv1.ModelName{llamaModel, llamaAlias},
+				Selector:    igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": "llama"}},
+				TargetPorts: targetPorts}})).To(Succeed())
+		Expect(k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "qwen"},
+			Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: configName},
+				Models:         []igwv1.ModelName{qwenModel},
+				Adapters:       []igwv1.LoRAAdapter{{Name: sqlAdapter}, {Name: faqAdapter}},
+				Selector:       igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": "qwen"}},
+				TargetPorts:    targetPorts,
+				RequestTimeout: &metav1.Duration{Duration: time.Minute}}})).To(Succeed())
+
+		By("starting a simulator on each Pod's loopback IP")
+		llamaOpts := simproc.Options{GPU: "H100", Model: llamaModel, ServedModelName: llamaModel + "," + llamaAlias}
+		llama = []*simulator{
+			startSimulator(ns, "llama-0", map[string]string{"app": "llama"}, "127.0.0.11", port, llamaOpts),
+			startSimulator(ns, "llama-1", map[string]string{"app": "llama"}, "127.0.0.12", port, llamaOpts),
+		}
+		qwenOpts := func(adapter string) simproc.Options {
+			return simproc.Options{GPU: "H100", Model: qwenModel, MaxLoras: 1, LoRAModules: []string{adapter + "=/adapters/" + adapter}}
+		}
+		qwen = []*simulator{
+			startSimulator(ns, "qwen-0", map[string]string{"app": "qwen"}, "127.0.0.21", port, qwenOpts(sqlAdapter)),
+			startSimulator(ns, "qwen-1", map[string]string{"app": "qwen"}, "127.0.0.22", port, qwenOpts(faqAdapter)),
+		}
+
+		By("running the router and each model's picker from the Deployments and ConfigMaps the operator rendered")
+		bbrPod := runDeployment(ns, render.NamesForConfig(configName).BBR)
+		llamaEPP = runDeployment(ns, render.NamesForRoute("llama").EPP)
+		qwenEPP = runDeployment(ns, render.NamesForRoute("qwen").EPP)
+		Expect(fixtures.ProgramGateway(ctx, k8s, ns, gatewayName)).To(Succeed())
+
+		front = startEnvoy(types.NamespacedName{Namespace: ns, Name: gatewayName}, bbrPod, llamaEPP, qwenEPP)
+		oai = openai.NewClient(option.WithBaseURL(front.URL+"/v1/"), option.WithAPIKey("unused"),
+			option.WithMaxRetries(0), option.WithRequestTimeout(requestTTL))
+	})
+
+	AfterEach(func() {
+		Expect(front.errors()).To(BeEmpty(), "what the Envoy-playing front could not do")
+	})
+
+	It("brings the config and both routes to Ready, each picker following its route's InferencePool", func() {
+		Eventually(configCondition(igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
+		for _, c := range []struct {
+			route string
+			epp   *process
+			sims  []*simulator
+		}{{"llama", llamaEPP, llama}, {"qwen", qwenEPP, qwen}} {
+			Eventually(routeCondition(c.route, igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"), c.route)
+			mr := getRoute(c.route)
+			Expect(mr.Status.ReadyEndpoints).To(BeEquivalentTo(2), c.route)
+			Expect(c.epp.EPP.Options.PoolName).To(Equal(mr.Status.InferencePool), c.route)
+			Expect(c.epp.EPP.Options.PoolNamespace).To(Equal(ns), c.route)
+			Eventually(func() []string { return pickerEndpoints(c.epp) }, eventually, poll).Should(ConsistOf(addrs(c.sims)), c.route)
+
+			By("the " + c.route + " picker runs the scoring the route reports, from the ConfigMap the operator rendered")
+			Eventually(func() map[string]int32 { return pickerWeights(c.epp) }, eventually, poll).Should(
+				Equal(nonZero(getRoute(c.route).Status.Scoring.Weights)), c.route)
+			var models []string
+			for _, m := range mr.Spec.Models {
+				models = append(models, string(m))
+			}
+			Expect(c.epp.EPP.Director.Pipeline().BaseModels).To(ConsistOf(models), c.route)
+		}
+		Expect(pickerWeights(qwenEPP)).To(HaveKey(igwv1.ScorerLoRAAffinity), "the route with adapters")
+		Expect(pickerWeights(llamaEPP)).NotTo(HaveKey(igwv1.ScorerLoRAAffinity), "the route without adapters")
+	})
+
+	It("sends every served model name to its own pool, streamed and not", func() {
+		all := append(append([]*simulator{}, llama...), qwen...)
+		before := completedBy(all...)
+		sent := map[string]int{} // by pool
+		for _, c := range []struct {
+			model string
+			pool  []*simulator
+			name  string
+		}{{llamaModel, llama, "llama"}, {llamaAlias, llama, "llama"}, {qwenModel, qwen, "qwen"}} {
+			for _, stream := range []bool{false, true} {
+				got := chat(oai, c.model, stream)
+				Expect(got.err).NotTo(HaveOccurred(), "%s (stream %v)", c.model, stream)
+				Expect(got.model).To(Equal(c.model))
+				Expect(got.content).NotTo(BeEmpty())
+				Expect(got.completionTokens).To(BeEquivalentTo(maxTokens))
+				Expect(got.upstream).To(BeElementOf(addrs(c.pool)), "%s went to %s", c.model, got.upstream)
+				sent[c.name]++
+			}
+		}
+		By("a legacy completion goes the same way")
+		var resp *http.Response
+		cmpl, err := oai.Completions.New(ctx, openai.CompletionNewParams{Model: llamaModel,
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("The capital of France is")}, MaxTokens: openai.Int(maxTokens)},
+			option.WithResponseInto(&resp))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmpl.Model).To(Equal(llamaModel))
+		Expect(cmpl.Usage.CompletionTokens).To(BeEquivalentTo(maxTokens))
+		Expect(resp.Header.Get(headerUpstream)).To(BeElementOf(addrs(llama)))
+		sent["llama"]++
+
+		By("the simulators served exactly those requests, each pool its own")
+		after := completedBy(all...)
+		Expect(served(before, after, llama)).To(Equal(sent["llama"]))
+		Expect(served(before, after, qwen)).To(Equal(sent["qwen"]))
+	})
+
+	It("answers a model nobody serves with the OpenAI 404 error, streamed and not, from the catch-all route", func() {
+		for _, stream := range []bool{false, true} {
+			got := chat(oai, "gpt-7-unknown", stream)
+			var apiErr *openai.Error
+			Expect(errors.As(got.err, &apiErr)).To(BeTrue(), "stream %v: %v", stream, got.err)
+			Expect(apiErr.StatusCode).To(Equal(http.StatusNotFound))
+			// The simulators' own 404 says "NotFoundError": this is the gateway's.
+			Expect(apiErr.Type).To(Equal("invalid_request_error"))
+			Expect(apiErr.Code).To(Equal("model_not_found"))
+			Expect(apiErr.Param).To(Equal("model"))
+			Expect(apiErr.Message).To(ContainSubstring("does not exist"))
+			Expect(apiErr.Response.Header.Get("Content-Type")).To(HavePrefix("application/json"))
+			Expect(apiErr.Response.Header.Get(headerUpstream)).To(BeEmpty(), "no model server may see the request")
+		}
+	})
+
+	It("sends a LoRA adapter only to the pod that has it", func() {
+		By("keeping each adapter running on the one pod that registered it, as other clients would")
+		for i, adapter := range []string{sqlAdapter, faqAdapter} {
+			keepBusy(qwen[i], adapter)
+		}
+		Eventually(func() [][]string {
+			return [][]string{runningAdapters(qwenEPP, qwen[0]), runningAdapters(qwenEPP, qwen[1])}
+		}, eventually, poll).Should(Equal([][]string{{sqlAdapter}, {faqAdapter}}), "the picker's telemetry")
+
+		before := completedBy(qwen...)
+		for i, adapter := range []string{sqlAdapter, faqAdapter} {
+			for _, stream := range []bool{false, true} {
+				got := chat(oai, adapter, stream)
+				// A simulator without the adapter answers 404: success means the right pod.
+				Expect(got.err).NotTo(HaveOccurred(), "%s (stream %v)", adapter, stream)
+				Expect(got.model).To(Equal(adapter))
+				Expect(got.completionTokens).To(BeEquivalentTo(maxTokens))
+				Expect(got.upstream).To(Equal(qwen[i].Addr), adapter)
+			}
+		}
+		after := completedBy(qwen...)
+		Expect(after[qwen[0].Pod]-before[qwen[0].Pod]).To(Equal(2), "requests qwen-0 (%s) served", sqlAdapter)
+		Expect(after[qwen[1].Pod]-before[qwen[1].Pod]).To(Equal(2), "requests qwen-1 (%s) served", faqAdapter)
+	})
+
+	It("stops sending to a pod that is no longer ready, and takes it back when it is", func() {
+		Expect(fixtures.SetPodNotReady(ctx, k8s, ns, llama[1].Pod)).To(Succeed())
+		Eventually(func() []string { return pickerEndpoints(llamaEPP) }, eventually, poll).Should(Equal([]string{llama[0].Addr}))
+		Eventually(func() int32 { return getRoute("llama").Status.ReadyEndpoints }, eventually, poll).Should(BeEquivalentTo(1))
+
+		before := completedBy(llama...)
+		for i := range 4 {
+			got := chat(oai, llamaModel, i%2 == 1)
+			Expect(got.err).NotTo(HaveOccurred())
+			Expect(got.upstream).To(Equal(llama[0].Addr))
+		}
+		after := completedBy(llama...)
+		Expect(after[llama[0].Pod] - before[llama[0].Pod]).To(Equal(4))
+		Expect(after[llama[1].Pod]).To(Equal(before[llama[1].Pod]))
+
+		Expect(fixtures.SetPodReady(ctx, k8s, ns, llama[1].Pod, strings.Split(llama[1].Addr, ":")[0])).To(Succeed())
+		Eventually(func() []string { return pickerEndpoints(llamaEPP) }, eventually, poll).Should(ConsistOf(addrs(llama)))
+	})
+})
+
+// reply is what the client saw of one chat completion.
+type reply struct {
+	err              error
+	model, content   string
+	completionTokens int64
+	upstream         string // the endpoint the front proxied to
+}
+
+// chat sends one chat completion through the front with openai-go, streamed
+// (with usage in the last chunk) or not.
+func chat(c openai.Client, model string, stream bool) (out reply) {
+	params := openai.ChatCompletionNewParams{
+		Model:     model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are terse."), openai.UserMessage("Say hello.")},
+		MaxTokens: openai.Int(maxTokens),
+	}
+	var resp *http.Response
+	defer func() {
+		if resp != nil {
+			out.upstream = resp.Header.Get(headerUpstream)
+		}
+	}()
+	if !stream {
+		cc, err := c.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+		if err != nil {
+			out.err = err
+			return out
+		}
+		out.model, out.completionTokens = cc.Model, cc.Usage.CompletionTokens
+		if len(cc.Choices) > 0 {
+			out.content = cc.Choices[0].Message.Content
+		}
+		return out
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := c.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
+	defer s.Close()
+	var content strings.Builder
+	for s.Next() {
+		ch := s.Current()
+		out.model = ch.Model
+		if len(ch.Choices) > 0 {
+			content.WriteString(ch.Choices[0].Delta.Content)
+		}
+		if ch.Usage.CompletionTokens > 0 {
+			out.completionTokens = ch.Usage.CompletionTokens
+		}
+	}
+	out.err, out.content = s.Err(), content.String()
+	return out
+}
+
+// keepBusy keeps a long request for adapter running on s, sent to the pod
+// directly, until the spec ends.
+func keepBusy(s *simulator, adapter string) {
+	reqCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	DeferCleanup(func() { stop(); <-done })
+	body := fmt.Sprintf(`{"model":%q,"prompt":"a long report","max_tokens":%d,"stream":true}`, adapter, longTokens)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, s.proc.URL+"/v1/completions", bytes.NewBufferString(body))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/json")
+	go func() {
+		defer close(done)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			GinkgoWriter.Printf("keepBusy %s on %s: %d %s\n", adapter, s.Pod, resp.StatusCode, readBody(resp.Body))
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+}
+
+// pickerEndpoints are the endpoints the picker knows, from its pool source.
+func pickerEndpoints(p *process) []string {
+	var out []string
+	for _, e := range p.EPP.Store.Endpoints(nil) {
+		out = append(out, e.Key())
+	}
+	return out
+}
+
+// pickerWeights are the scorers the picker runs, by type, with their weights.
+func pickerWeights(p *process) map[string]int32 {
+	out := map[string]int32{}
+	for _, s := range p.EPP.Director.Pipeline().Profile.Scorers {
+		out[s.Scorer.Type()] = int32(s.Weight)
+	}
+	return out
+}
+
+// nonZero drops the scorers a status lists with weight 0 (not run).
+func nonZero(weights map[string]int32) map[string]int32 {
+	out := map[string]int32{}
+	for k, w := range weights {
+		if w != 0 {
+			out[k] = w
+		}
+	}
+	return out
+}
+
+// runningAdapters is what the picker's telemetry says runs on s.
+func runningAdapters(p *process, s *simulator) []string {
+	st := p.EPP.Store.Get(s.Addr)
+	if st == nil {
+		return nil
+	}
+	var v datastore.View
+	st.View(time.Now(), 0, &v)
+	return v.Metrics.RunningAdapters
+}
+
+func addrs(sims []*simulator) []string {
+	out := make([]string, len(sims))
+	for i, s := range sims {
+		out[i] = s.Addr
+	}
+	return out
+}
+
+// served is how many requests the simulators of pool completed between two counts.
+func served(before, after map[string]int, pool []*simulator) int {
+	n := 0
+	for _, s := range pool {
+		n += after[s.Pod] - before[s.Pod]
+	}
+	return n
+}
+
+func getRoute(name string) *igwv1.ModelRoute {
+	var mr igwv1.ModelRoute
+	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &mr)).To(Succeed())
+	return &mr
+}
+
+func routeCondition(name, typ string) func() string {
+	return func() string { return fixtures.Condition(getRoute(name).Status.Conditions, typ) }
+}
+
+func configCondition(typ string) func() string {
+	return func() string {
+		var c igwv1.InferenceGatewayConfig
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: configName}, &c)).To(Succeed())
+		return fixtures.Condition(c.Status.Conditions, typ)
+	}
+}

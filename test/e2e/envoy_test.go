@@ -1,0 +1,632 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/igw-dev/igw/pkg/epp/source"
+	"github.com/igw-dev/igw/pkg/extproctest"
+)
+
+// headerUpstream, on a response of the front, is the endpoint it proxied the
+// request to: what the front did, not what the picker claimed.
+const headerUpstream = "x-e2e-upstream"
+
+// envoy plays Envoy Gateway's data plane for one Gateway from what is in the
+// API server, read again for every request: the HTTPRoutes attached to the
+// Gateway (header and path matches, Gateway API precedence, the catch-all
+// rule's direct response from its HTTPRouteFilter, request timeouts), the
+// EnvoyExtensionPolicies (ext_proc filters with their body modes: those on the
+// Gateway for every request, those on an HTTPRoute for its requests) and the
+// BackendTrafficPolicies (the endpoint override header). The filter chain is
+// the one pkg/egext's post-translation hook makes of Envoy Gateway's xDS (the
+// Gateway's filters first, then the matched route's; the route is recomputed
+// when a filter clears the route cache); controllers/translate_test.go checks
+// that hook against Envoy Gateway's own translator.
+//
+// An ext_proc backend is a Service: the front sends to the pod of the
+// Deployment the Service selects (a process of runDeployment). A backendRef of
+// a route is a Service or an InferencePool: the endpoint override must be one
+// of its ready endpoints, or the request fails (Envoy would fall back to its
+// load balancer, which would hide a wrong pick).
+type envoy struct {
+	gateway types.NamespacedName
+	pods    []*process
+
+	URL string
+
+	mu      sync.Mutex
+	clients map[string]*extproctest.Client
+	errs    []error
+}
+
+func startEnvoy(gateway types.NamespacedName, pods ...*process) *envoy {
+	e := &envoy{gateway: gateway, pods: pods, clients: map[string]*extproctest.Client{}}
+	srv := httptest.NewServer(e)
+	DeferCleanup(func() {
+		srv.Close()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, c := range e.clients {
+			_ = c.Close()
+		}
+	})
+	e.URL = srv.URL
+	return e
+}
+
+// errors returns and forgets what the front could not play: a spec that sees
+// one fails, whatever the client received.
+func (e *envoy) errors() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		out[i] = err.Error()
+	}
+	e.errs = nil
+	return out
+}
+
+func (e *envoy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := e.serve(w, r); err != nil {
+		err = fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, err)
+		e.mu.Lock()
+		e.errs = append(e.errs, err)
+		e.mu.Unlock()
+		// An OpenAI-shaped error, so that the client's failure names the cause.
+		body, _ := json.Marshal(map[string]any{"error": map[string]string{"message": "e2e front: " + err.Error(), "type": "e2e_front_error"}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write(body)
+	}
+}
+
+func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	h := extproctest.NewHeaders(":method", r.Method, ":path", r.URL.RequestURI(), ":scheme", "http", ":authority", r.Host)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			h = append(h, extproctest.Header{Key: strings.ToLower(k), Value: v})
+		}
+	}
+	if len(body) > 0 {
+		h = append(h, extproctest.Header{Key: "content-length", Value: strconv.Itoa(len(body))})
+	}
+	rc := r.Context()
+	// The ext_proc streams outlive a client that hangs up after the last
+	// event: Envoy ends them by a reset or a half-close, not by cancelling a
+	// message in flight.
+	xc := context.WithoutCancel(rc)
+
+	routes, err := e.routes(rc)
+	if err != nil {
+		return err
+	}
+	// Envoy picks the route when the headers arrive, before any filter.
+	m := match(routes, h)
+	gwProcs, err := e.extProcs(rc, e.gateway.Namespace, "Gateway", e.gateway.Name)
+	if err != nil {
+		return err
+	}
+	for _, xp := range gwProcs {
+		if xp.response {
+			return fmt.Errorf("ext_proc %s on the Gateway asks for the response path, which the front does not play", xp.addr)
+		}
+		l, err := xp.client.Begin(xc, extproctest.Request{Headers: h, Body: body})
+		if err != nil {
+			return fmt.Errorf("ext_proc %s: %w", xp.addr, err)
+		}
+		if err := l.Close(); err != nil {
+			return fmt.Errorf("ext_proc %s: %w", xp.addr, err)
+		}
+		if l.ImmediateResponse != nil {
+			writeImmediate(w, l.ImmediateResponse.Status, l.ImmediateResponse.Headers, l.ImmediateResponse.Body)
+			return nil
+		}
+		h, body = l.RequestHeaders, l.RequestBody
+		if l.RouteCacheCleared {
+			m = match(routes, h)
+		}
+	}
+	if m == nil {
+		writeImmediate(w, http.StatusNotFound, nil, nil) // Envoy's NR: no route
+		return nil
+	}
+	rule := m.route.Spec.Rules[m.rule]
+	for _, f := range rule.Filters {
+		dr, err := e.directResponse(rc, m.route.Namespace, f)
+		if err != nil {
+			return err
+		}
+		ct := "text/plain"
+		if dr.ContentType != nil {
+			ct = *dr.ContentType
+		}
+		var payload []byte
+		if dr.Body != nil && dr.Body.Inline != nil {
+			payload = []byte(*dr.Body.Inline)
+		}
+		writeImmediate(w, *dr.StatusCode, extproctest.NewHeaders("content-type", ct), payload)
+		return nil
+	}
+	if len(rule.BackendRefs) != 1 {
+		return fmt.Errorf("HTTPRoute %s rule %d has %d backendRefs, the front plays one", m.route.Name, m.rule, len(rule.BackendRefs))
+	}
+
+	routeProcs, err := e.extProcs(rc, m.route.Namespace, "HTTPRoute", m.route.Name)
+	if err != nil {
+		return err
+	}
+	var respond *extproctest.Live // the filter that sees the response
+	for _, xp := range routeProcs {
+		l, err := xp.client.Begin(xc, extproctest.Request{Headers: h, Body: body})
+		if err != nil {
+			return fmt.Errorf("ext_proc %s: %w", xp.addr, err)
+		}
+		defer func() {
+			if err := l.Close(); err != nil && rc.Err() == nil {
+				e.mu.Lock()
+				e.errs = append(e.errs, fmt.Errorf("ext_proc %s: %w", xp.addr, err))
+				e.mu.Unlock()
+			}
+		}()
+		if l.ImmediateResponse != nil {
+			writeImmediate(w, l.ImmediateResponse.Status, l.ImmediateResponse.Headers, l.ImmediateResponse.Body)
+			return nil
+		}
+		h, body = l.RequestHeaders, l.RequestBody
+		if xp.response {
+			if respond != nil {
+				return errors.New("two ext_proc filters on the response path")
+			}
+			respond = l
+		}
+	}
+
+	dest, err := e.destination(rc, m.route, h)
+	if err != nil {
+		return err
+	}
+	if err := e.checkEndpoint(rc, m.route.Namespace, rule.BackendRefs[0].BackendObjectReference, dest); err != nil {
+		return err
+	}
+	upCtx := rc
+	if t := rule.Timeouts; t != nil && t.Request != nil {
+		d, err := time.ParseDuration(string(*t.Request))
+		if err != nil {
+			return err
+		}
+		var cancel context.CancelFunc
+		upCtx, cancel = context.WithTimeout(rc, d)
+		defer cancel()
+	}
+	up, err := http.NewRequestWithContext(upCtx, r.Method, "http://"+dest+h.Get(":path"), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for _, x := range h {
+		if !strings.HasPrefix(x.Key, ":") && x.Key != "content-length" && x.Key != "host" {
+			up.Header.Add(x.Key, x.Value)
+		}
+	}
+	resp, err := http.DefaultClient.Do(up)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", dest, err)
+	}
+	defer resp.Body.Close()
+	w.Header().Set(headerUpstream, dest)
+	if respond == nil {
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		if _, err := io.Copy(w, resp.Body); err != nil && rc.Err() == nil {
+			return err
+		}
+		return nil
+	}
+	var rh extproctest.Headers
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			rh = append(rh, extproctest.Header{Key: strings.ToLower(k), Value: v})
+		}
+	}
+	if err := respond.Respond(resp.StatusCode, rh, resp.Body, w); err != nil && rc.Err() == nil {
+		return err
+	} // else the client hung up: Envoy resets the upstream and the ext_proc stream
+	return nil
+}
+
+func writeImmediate(w http.ResponseWriter, status int, h extproctest.Headers, body []byte) {
+	for _, x := range h {
+		if !strings.HasPrefix(x.Key, ":") {
+			w.Header().Add(x.Key, x.Value)
+		}
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// routes lists the HTTPRoutes attached to the Gateway.
+func (e *envoy) routes(ctx context.Context) ([]gwapiv1.HTTPRoute, error) {
+	var list gwapiv1.HTTPRouteList
+	if err := k8s.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []gwapiv1.HTTPRoute
+	for _, hr := range list.Items {
+		for _, p := range hr.Spec.ParentRefs {
+			ns := hr.Namespace
+			if p.Namespace != nil {
+				ns = string(*p.Namespace)
+			}
+			if (p.Kind == nil || *p.Kind == "Gateway") && ns == e.gateway.Namespace && string(p.Name) == e.gateway.Name {
+				out = append(out, hr)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// matched is the rule a request takes.
+type matched struct {
+	route *gwapiv1.HTTPRoute
+	rule  int
+	match gwapiv1.HTTPRouteMatch
+	index int // of the match in the rule
+}
+
+// match finds the rule for a request by the Gateway API's precedence: exact
+// path, then the longest prefix, then a method match, then the most header
+// matches, then the most query matches, then the oldest route, then the route
+// name, then rule and match order.
+func match(routes []gwapiv1.HTTPRoute, h extproctest.Headers) *matched {
+	var all []matched
+	for i := range routes {
+		for r, rule := range routes[i].Spec.Rules {
+			ms := rule.Matches
+			if len(ms) == 0 {
+				ms = []gwapiv1.HTTPRouteMatch{{}}
+			}
+			for j, m := range ms {
+				if matches(m, h) {
+					all = append(all, matched{route: &routes[i], rule: r, match: m, index: j})
+				}
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(all, func(a, b matched) int {
+		ae, al := pathRank(a.match)
+		be, bl := pathRank(b.match)
+		return cmp.Or(
+			-cmp.Compare(boolInt(ae), boolInt(be)),
+			-cmp.Compare(al, bl),
+			-cmp.Compare(boolInt(a.match.Method != nil), boolInt(b.match.Method != nil)),
+			-cmp.Compare(len(a.match.Headers), len(b.match.Headers)),
+			-cmp.Compare(len(a.match.QueryParams), len(b.match.QueryParams)),
+			a.route.CreationTimestamp.Compare(b.route.CreationTimestamp.Time),
+			cmp.Compare(a.route.Namespace+"/"+a.route.Name, b.route.Namespace+"/"+b.route.Name),
+			cmp.Compare(a.rule, b.rule),
+			cmp.Compare(a.index, b.index),
+		)
+	})
+	return &all[0]
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// pathRank is whether a match is exact and how long its path is ("/" when absent).
+func pathRank(m gwapiv1.HTTPRouteMatch) (bool, int) {
+	if m.Path == nil || m.Path.Value == nil {
+		return false, 1
+	}
+	return m.Path.Type != nil && *m.Path.Type == gwapiv1.PathMatchExact, len(*m.Path.Value)
+}
+
+// matches evaluates one HTTPRouteMatch; a kind of match the front does not
+// play never matches, so such a route is never taken by mistake.
+func matches(m gwapiv1.HTTPRouteMatch, h extproctest.Headers) bool {
+	path, _, _ := strings.Cut(h.Get(":path"), "?")
+	if m.Path != nil && m.Path.Value != nil {
+		v := *m.Path.Value
+		switch {
+		case m.Path.Type == nil || *m.Path.Type == gwapiv1.PathMatchPathPrefix:
+			p := strings.TrimSuffix(v, "/")
+			if path != p && !strings.HasPrefix(path, p+"/") {
+				return false
+			}
+		case *m.Path.Type == gwapiv1.PathMatchExact:
+			if path != v {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if m.Method != nil && string(*m.Method) != h.Get(":method") {
+		return false
+	}
+	if len(m.QueryParams) > 0 {
+		return false
+	}
+	for _, hm := range m.Headers {
+		got, ok := h.Lookup(strings.ToLower(string(hm.Name)))
+		if !ok {
+			return false
+		}
+		switch {
+		case hm.Type == nil || *hm.Type == gwapiv1.HeaderMatchExact:
+			if got != hm.Value {
+				return false
+			}
+		case *hm.Type == gwapiv1.HeaderMatchRegularExpression:
+			if ok, err := regexp.MatchString("^(?:"+hm.Value+")$", got); err != nil || !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// directResponse resolves a rule filter; only Envoy Gateway's HTTPRouteFilter
+// direct responses are played.
+func (e *envoy) directResponse(ctx context.Context, ns string, f gwapiv1.HTTPRouteFilter) (*egv1a1.HTTPDirectResponseFilter, error) {
+	ref := f.ExtensionRef
+	if f.Type != gwapiv1.HTTPRouteFilterExtensionRef || ref == nil || string(ref.Group) != egv1a1.GroupName || ref.Kind != egv1a1.KindHTTPRouteFilter {
+		return nil, fmt.Errorf("route filter %+v is not played by the front", f)
+	}
+	var hf egv1a1.HTTPRouteFilter
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, &hf); err != nil {
+		return nil, err
+	}
+	dr := hf.Spec.DirectResponse
+	if dr == nil || dr.StatusCode == nil || (dr.Body != nil && dr.Body.Inline == nil) {
+		return nil, fmt.Errorf("HTTPRouteFilter %s: only inline direct responses with a status are played", hf.Name)
+	}
+	return dr, nil
+}
+
+// extProc is one ext_proc filter of a policy.
+type extProc struct {
+	addr     string
+	client   *extproctest.Client
+	response bool // the filter processes the response too
+}
+
+// extProcs are the ext_proc filters of the EnvoyExtensionPolicies in ns
+// that target kind/name, in policy name order.
+func (e *envoy) extProcs(ctx context.Context, ns, kind, name string) ([]extProc, error) {
+	var list egv1a1.EnvoyExtensionPolicyList
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(list.Items, func(a, b egv1a1.EnvoyExtensionPolicy) int { return cmp.Compare(a.Name, b.Name) })
+	var out []extProc
+	for _, p := range list.Items {
+		if !slices.ContainsFunc(p.Spec.GetTargetRefs(), func(t gwapiv1.LocalPolicyTargetReferenceWithSectionName) bool {
+			return string(t.Kind) == kind && string(t.Name) == name
+		}) {
+			continue
+		}
+		for i, xp := range p.Spec.ExtProc {
+			if len(xp.BackendRefs) != 1 {
+				return nil, fmt.Errorf("EnvoyExtensionPolicy %s ext_proc %d: %d backendRefs, the front plays one", p.Name, i, len(xp.BackendRefs))
+			}
+			ref := xp.BackendRefs[0].BackendObjectReference
+			if (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
+				return nil, fmt.Errorf("EnvoyExtensionPolicy %s: backendRef %+v is not a Service port", p.Name, ref)
+			}
+			addr, err := e.servicePod(ctx, refNamespace(ref, p.Namespace), string(ref.Name), int32(*ref.Port))
+			if err != nil {
+				return nil, fmt.Errorf("EnvoyExtensionPolicy %s: %w", p.Name, err)
+			}
+			cfg, response, err := processingMode(xp.ProcessingMode)
+			if err != nil {
+				return nil, fmt.Errorf("EnvoyExtensionPolicy %s: %w", p.Name, err)
+			}
+			c, err := e.client(addr, cfg)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, extProc{addr: addr, client: c, response: response})
+		}
+	}
+	return out, nil
+}
+
+// processingMode translates a policy's processing mode into what the
+// ext_proc client plays; the modes igw does not use are not played.
+func processingMode(pm *egv1a1.ExtProcProcessingMode) (extproctest.Config, bool, error) {
+	mode := func(o *egv1a1.ProcessingModeOptions) (extproctest.BodyMode, error) {
+		if o == nil || o.Body == nil {
+			return 0, errors.New("a processing mode without a body mode is not played")
+		}
+		switch *o.Body {
+		case egv1a1.BufferedExtProcBodyProcessingMode:
+			return extproctest.Buffered, nil
+		case egv1a1.FullDuplexStreamedExtBodyProcessingMode:
+			return extproctest.FullDuplexStreamed, nil
+		}
+		return 0, fmt.Errorf("body mode %s is not played", *o.Body)
+	}
+	if pm == nil {
+		return extproctest.Config{}, false, errors.New("an ext_proc filter without a processing mode is not played")
+	}
+	var cfg extproctest.Config
+	var err error
+	if cfg.RequestBodyMode, err = mode(pm.Request); err != nil {
+		return cfg, false, err
+	}
+	if pm.Response == nil {
+		return cfg, false, nil
+	}
+	cfg.ResponseBodyMode, err = mode(pm.Response)
+	return cfg, true, err
+}
+
+func (e *envoy) client(addr string, cfg extproctest.Config) (*extproctest.Client, error) {
+	key := fmt.Sprintf("%s %v %v", addr, cfg.RequestBodyMode, cfg.ResponseBodyMode)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.clients[key]; c != nil {
+		return c, nil
+	}
+	c, err := extproctest.Dial(addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.clients[key] = c
+	return c, nil
+}
+
+func refNamespace(ref gwapiv1.BackendObjectReference, def string) string {
+	if ref.Namespace != nil {
+		return string(*ref.Namespace)
+	}
+	return def
+}
+
+// servicePod resolves a Service port to the address of the process behind
+// it: the Deployment pod the Service selects, at the container port its
+// targetPort names.
+func (e *envoy) servicePod(ctx context.Context, ns, name string, port int32) (string, error) {
+	var svc corev1.Service
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
+		return "", err
+	}
+	var target *intstr.IntOrString
+	for _, sp := range svc.Spec.Ports {
+		if sp.Port == port {
+			target = &sp.TargetPort
+		}
+	}
+	if target == nil {
+		return "", fmt.Errorf("Service %s/%s has no port %d", ns, name, port)
+	}
+	for _, p := range e.pods {
+		if p.serves(ns, svc.Spec.Selector) {
+			return p.port(p.Deployment.Spec.Template.Spec.Containers[0], *target)
+		}
+	}
+	return "", fmt.Errorf("no running pod behind Service %s/%s", ns, name)
+}
+
+// destination is the endpoint the route's BackendTrafficPolicy takes from the
+// request headers (the first of a comma-separated list; the rest are fallbacks).
+func (e *envoy) destination(ctx context.Context, route *gwapiv1.HTTPRoute, h extproctest.Headers) (string, error) {
+	var list egv1a1.BackendTrafficPolicyList
+	if err := k8s.List(ctx, &list, client.InNamespace(route.Namespace)); err != nil {
+		return "", err
+	}
+	for _, p := range list.Items {
+		if !slices.ContainsFunc(p.Spec.GetTargetRefs(), func(t gwapiv1.LocalPolicyTargetReferenceWithSectionName) bool {
+			return t.Kind == "HTTPRoute" && string(t.Name) == route.Name
+		}) || p.Spec.LoadBalancer == nil || p.Spec.LoadBalancer.EndpointOverride == nil {
+			continue
+		}
+		for _, from := range p.Spec.LoadBalancer.EndpointOverride.ExtractFrom {
+			if from.Header == nil {
+				continue
+			}
+			if v := h.Get(strings.ToLower(*from.Header)); v != "" {
+				first, _, _ := strings.Cut(v, ",")
+				return strings.TrimSpace(first), nil
+			}
+			return "", fmt.Errorf("the request has no %s header for BackendTrafficPolicy %s", *from.Header, p.Name)
+		}
+	}
+	return "", fmt.Errorf("no BackendTrafficPolicy with an endpoint override targets HTTPRoute %s", route.Name)
+}
+
+// checkEndpoint requires dest to be a ready endpoint of the backendRef: a
+// Service (its selector, the targetPort of the referenced port) or an
+// InferencePool (its selector, its target ports). Which Pods make endpoints
+// is the rule of the picker's own pool source (source.Endpoints), the same as
+// the endpoints controller's: ready, running, with an IP.
+func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference, dest string) error {
+	ns := refNamespace(ref, routeNS)
+	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	var pool infv1.InferencePool
+	switch {
+	case ref.Kind == nil || *ref.Kind == "Service":
+		var svc corev1.Service
+		if err := k8s.Get(ctx, key, &svc); err != nil {
+			return err
+		}
+		pool.Spec.Selector.MatchLabels = map[infv1.LabelKey]infv1.LabelValue{}
+		for k, v := range svc.Spec.Selector {
+			pool.Spec.Selector.MatchLabels[infv1.LabelKey(k)] = infv1.LabelValue(v)
+		}
+		for _, sp := range svc.Spec.Ports {
+			if ref.Port != nil && sp.Port == int32(*ref.Port) && sp.TargetPort.Type == intstr.Int {
+				pool.Spec.TargetPorts = append(pool.Spec.TargetPorts, infv1.Port{Number: infv1.PortNumber(sp.TargetPort.IntVal)})
+			}
+		}
+	case *ref.Kind == "InferencePool":
+		if err := k8s.Get(ctx, key, &pool); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("backendRef kind %s is not played", *ref.Kind)
+	}
+	selector := map[string]string{}
+	for k, v := range pool.Spec.Selector.MatchLabels {
+		selector[string(k)] = string(v)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(selector)); err != nil {
+		return err
+	}
+	var endpoints []string
+	for _, ep := range source.Endpoints(&pool, pods.Items) {
+		endpoints = append(endpoints, ep.Key())
+	}
+	if len(selector) == 0 || !slices.Contains(endpoints, dest) {
+		return fmt.Errorf("the picked endpoint %s is not a ready endpoint of %s %s (%v)", dest, ptrOr(ref.Kind, "Service"), key, endpoints)
+	}
+	return nil
+}
+
+func ptrOr[T ~string](p *T, def string) string {
+	if p == nil {
+		return def
+	}
+	return string(*p)
+}
