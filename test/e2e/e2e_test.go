@@ -177,6 +177,15 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 			Expect(apiErr.Response.Header.Get("Content-Type")).To(HavePrefix("application/json"))
 			Expect(apiErr.Response.Header.Get(headerUpstream)).To(BeEmpty(), "no model server may see the request")
 		}
+
+		By("a request without a model gets the router's OpenAI 400")
+		got := chat(oai, "", false)
+		var apiErr *openai.Error
+		Expect(errors.As(got.err, &apiErr)).To(BeTrue(), "%v", got.err)
+		Expect(apiErr.StatusCode).To(Equal(http.StatusBadRequest))
+		Expect(apiErr.Type).To(Equal("invalid_request_error"))
+		Expect(apiErr.Code).To(Equal("missing_model"))
+		Expect(apiErr.Response.Header.Get(headerUpstream)).To(BeEmpty())
 	})
 
 	It("sends a LoRA adapter only to the pod that has it", func() {
