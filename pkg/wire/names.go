@@ -41,6 +41,11 @@ const (
 	HeaderPath = ":path"
 )
 
+// ModelsPath is the OpenAI model list of vLLM, SGLang, trtllm-serve and the
+// simulator: one entry per name the server answers to, LoRA adapters
+// registered with --lora-modules or /v1/load_lora_adapter included.
+const ModelsPath = "/v1/models"
+
 // vLLM metric names.
 const (
 	VLLMNumRequestsWaiting      = "vllm:num_requests_waiting"

@@ -10,6 +10,7 @@ package datastore
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -61,6 +62,30 @@ func (m *Metrics) HasAdapter(adapter string) (running, waiting bool) {
 		}
 	}
 	return running, waiting
+}
+
+// ServedModels is an endpoint's answer to GET /v1/models: every model name its
+// server answers to (base models and registered LoRA adapters), and when it was
+// read. It changes only when an adapter is loaded or unloaded, so it is read far
+// less often than the metrics; a failed read keeps the previous list, whose age
+// ReadAt tells. A value is never modified once stored: views share it.
+type ServedModels struct {
+	// Names are sorted and distinct.
+	Names  []string
+	ReadAt time.Time
+}
+
+// NewServedModels returns the list of names (in any order, repeats allowed) read at readAt.
+func NewServedModels(names []string, readAt time.Time) *ServedModels {
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	return &ServedModels{Names: slices.Compact(sorted), ReadAt: readAt}
+}
+
+// Serves reports whether the server listed name.
+func (m *ServedModels) Serves(name string) bool {
+	_, found := slices.BinarySearch(m.Names, name)
+	return found
 }
 
 // Speed is what the picker has learned about how fast an endpoint works.
@@ -130,6 +155,9 @@ type View struct {
 	MeanPromptTokens float64
 	// AdaptersSinceSample are adapters sent here after the sample (read-only).
 	AdaptersSinceSample []string
+	// Models is the endpoint's last read model list (shared, read-only); nil
+	// while none was ever read, so what it serves is unknown.
+	Models *ServedModels
 
 	Speed Speed
 }

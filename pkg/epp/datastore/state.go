@@ -76,6 +76,8 @@ type EndpointState struct {
 	metrics    Metrics
 	hasMetrics bool
 	legacyKV   bool
+	// models is replaced, never mutated, so views can share it.
+	models *ServedModels
 
 	inFlight             int
 	pendingFirstToken    int
@@ -133,6 +135,21 @@ func (s *EndpointState) UpdateMetrics(m Metrics, now time.Time) {
 	s.adaptersSince = nil
 }
 
+// SetServedModels stores the endpoint's model list. Only a successful read
+// calls it: after a failed one the previous list stays, with its time.
+func (s *EndpointState) SetServedModels(m *ServedModels) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = m
+}
+
+// ServedModels returns the last stored model list, or nil if none was read.
+func (s *EndpointState) ServedModels() *ServedModels {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.models
+}
+
 // MarkLegacyKV records that the endpoint reports only the legacy KV metric
 // name and reports whether this is the first time.
 func (s *EndpointState) MarkLegacyKV() (first bool) {
@@ -166,6 +183,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
 		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
 		MeanPromptTokens: s.meanPrompt, Speed: s.speed, AdaptersSinceSample: s.adaptersSince,
+		Models: s.models,
 	}
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness

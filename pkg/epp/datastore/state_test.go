@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -223,5 +224,51 @@ func TestLearnsAdapterLoadAndRequestDuration(t *testing.T) {
 	}
 	if sp.RequestSamples != 20 || math.Abs(sp.RequestSeconds-2) > 0.01 {
 		t.Errorf("request duration %.3f s over %d samples, want 2 over 20", sp.RequestSeconds, sp.RequestSamples)
+	}
+}
+
+// TestServedModelsKnownAfterReadKeptUntilReplaced: what an endpoint serves is
+// unknown until its list is read; the list survives metric samples and
+// endpoint-set updates that keep the endpoint, a view keeps the list it was
+// taken with, and an endpoint that leaves and comes back starts unknown.
+func TestServedModelsKnownAfterReadKeptUntilReplaced(t *testing.T) {
+	s := NewStore(DefaultPriors)
+	ep := Endpoint{Address: "10.0.0.1", Port: 8000}
+	s.SetEndpoints([]Endpoint{ep})
+	st := s.Get(ep.Key())
+	var v View
+	st.View(at(0), 0, &v)
+	if v.Models != nil || st.ServedModels() != nil {
+		t.Fatalf("models known before any read: %+v", v.Models)
+	}
+
+	if !s.SetServedModels(ep.Key(), NewServedModels([]string{"sql", "base", "sql"}, at(1))) {
+		t.Fatal("endpoint not found")
+	}
+	if s.SetServedModels("10.9.9.9:8000", NewServedModels([]string{"base"}, at(1))) {
+		t.Fatal("stored the models of an unknown endpoint")
+	}
+	st.UpdateMetrics(Metrics{Waiting: 1}, at(2))
+	s.SetEndpoints([]Endpoint{ep, {Address: "10.0.0.2", Port: 8000}})
+	st.View(at(2), 0, &v)
+	if v.Models == nil || !slices.Equal(v.Models.Names, []string{"base", "sql"}) || !v.Models.ReadAt.Equal(at(1)) {
+		t.Fatalf("models after a sample and an endpoint update: %+v", v.Models)
+	}
+	if !v.Models.Serves("sql") || !v.Models.Serves("base") || v.Models.Serves("chat") || v.Models.Serves("") {
+		t.Fatalf("Serves disagrees with the list %v", v.Models.Names)
+	}
+
+	st.SetServedModels(NewServedModels([]string{"base"}, at(3)))
+	if !v.Models.Serves("sql") {
+		t.Fatal("a new list changed a view taken before it")
+	}
+	if m := st.ServedModels(); m.Serves("sql") || !m.ReadAt.Equal(at(3)) {
+		t.Fatalf("the new list was not stored: %+v", m)
+	}
+
+	s.SetEndpoints(nil)
+	s.SetEndpoints([]Endpoint{ep})
+	if m := s.Get(ep.Key()).ServedModels(); m != nil {
+		t.Fatalf("an endpoint that came back kept its old list: %+v", m)
 	}
 }

@@ -148,3 +148,14 @@ func (s *Store) UpdateMetrics(key string, m Metrics, now time.Time) bool {
 	st.UpdateMetrics(m, now)
 	return true
 }
+
+// SetServedModels stores the model list of the endpoint with key; it reports
+// whether the endpoint exists.
+func (s *Store) SetServedModels(key string, m *ServedModels) bool {
+	st := s.Get(key)
+	if st == nil {
+		return false
+	}
+	st.SetServedModels(m)
+	return true
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
@@ -37,121 +36,39 @@ type Scraper struct {
 	MaxBodyBytes int64
 }
 
-// Run scrapes until ctx ends, following endpoint changes at every interval.
+// Run scrapes until ctx ends, following endpoint changes.
 func (s *Scraper) Run(ctx context.Context) error {
 	if s.Interval <= 0 {
 		return fmt.Errorf("scrape interval must be positive")
 	}
-	workers := map[string]context.CancelFunc{}
-	var wg sync.WaitGroup
-	defer func() {
-		for _, cancel := range workers {
-			cancel()
-		}
-		wg.Wait()
-	}()
-	tick := time.NewTicker(s.Interval)
-	defer tick.Stop()
-	var buf []*datastore.EndpointState
-	for {
-		buf = s.Store.Endpoints(buf[:0])
-		live := make(map[string]bool, len(buf))
-		for _, st := range buf {
-			key := st.Key()
-			live[key] = true
-			if _, ok := workers[key]; ok {
-				continue
-			}
-			wctx, cancel := context.WithCancel(ctx)
-			workers[key] = cancel
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.loop(wctx, st)
-			}()
-		}
-		for key, cancel := range workers {
-			if !live[key] {
-				cancel()
-				delete(workers, key)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-func (s *Scraper) loop(ctx context.Context, st *datastore.EndpointState) {
-	tick := time.NewTicker(s.Interval)
-	defer tick.Stop()
-	for {
-		s.ScrapeOnce(ctx, st)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// defaultClient keeps connections to each server open between scrapes.
-var defaultClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
-
-func (s *Scraper) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
+	return eachEndpoint(ctx, s.Store, s.Interval, func(ctx context.Context, st *datastore.EndpointState) {
+		_ = s.ScrapeOnce(ctx, st)
+	})
 }
 
 // ScrapeOnce fetches, parses and stores one sample of st.
 func (s *Scraper) ScrapeOnce(ctx context.Context, st *datastore.EndpointState) error {
-	start := s.now()
-	err := s.scrape(ctx, st, start)
-	if s.Observe != nil {
-		s.Observe(st.Key(), err, s.now().Sub(start))
-	}
-	return err
+	return timed(s.Now, s.Observe, st.Key(), func(start time.Time) error { return s.scrape(ctx, st, start) })
 }
 
 func (s *Scraper) scrape(ctx context.Context, st *datastore.EndpointState, start time.Time) error {
-	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = s.Interval
+	g := getter{client: s.Client, path: s.Path, timeout: s.Timeout, limit: s.MaxBodyBytes}
+	if g.path == "" {
+		g.path = "/metrics"
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	path := s.Path
-	if path == "" {
-		path = "/metrics"
+	if g.timeout <= 0 {
+		g.timeout = s.Interval
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+st.Key()+path, nil)
-	if err != nil {
+	if g.limit <= 0 {
+		g.limit = 16 << 20
+	}
+	var m datastore.Metrics
+	var rep Report
+	if err := g.get(ctx, st.Key(), func(body io.Reader) (err error) {
+		m, rep, err = Parse(body)
 		return err
-	}
-	client := s.Client
-	if client == nil {
-		client = defaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
+	}); err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("scrape %s: status %d", st.Key(), resp.StatusCode)
-	}
-	limit := s.MaxBodyBytes
-	if limit <= 0 {
-		limit = 16 << 20
-	}
-	m, rep, err := Parse(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return fmt.Errorf("scrape %s: %w", st.Key(), err)
 	}
 	if rep.LegacyKV && st.MarkLegacyKV() {
 		log := s.Log
