@@ -105,8 +105,10 @@ const (
 	DefaultMaxPrefixBlocks = 256
 )
 
-// Default is the configuration used without a file: rank by predicted time to
-// first token, which already accounts for queues, cached prefixes, adapters
+// Default is the configuration used without a file: keep an adapter's
+// requests off servers that do not list it (model-served-filter, which keeps
+// every endpoint while no model lists are known), then rank by predicted time
+// to first token, which already accounts for queues, cached prefixes, adapters
 // and each endpoint's measured speed, plus the prefill time the choice costs
 // the endpoint (so that a prefix-cache miss weighs what it costs the fleet,
 // not only the request); among endpoints predicted alike, the least loaded
@@ -116,6 +118,7 @@ plugins:
 - name: predicted-latency
   type: predicted-latency
   parameters: {prefillWorkWeight: 1}
+filters: [model-served-filter]
 scorers:
 - plugin: predicted-latency
   weight: 1

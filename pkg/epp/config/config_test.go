@@ -69,6 +69,9 @@ func TestDefaultBuilds(t *testing.T) {
 	if p.Profile.Scorers[0].Scorer.Type() != "predicted-latency" || p.Profile.Picker.Type() != "max-score-picker" || p.Profile.Fallbacks != DefaultFallbacks {
 		t.Fatalf("default %+v", p.Profile)
 	}
+	if len(p.Profile.Filters) != 1 || p.Profile.Filters[0].Type() != "model-served-filter" {
+		t.Fatalf("default filters %v: an adapter's requests must avoid servers that do not list it", p.Profile.Filters)
+	}
 }
 
 func TestRejects(t *testing.T) {

@@ -177,6 +177,47 @@ func TestFilters(t *testing.T) {
 	}
 }
 
+// TestModelServedFilter: a request for an adapter avoids the endpoints whose
+// model list lacks it while some endpoint lists it; endpoints with no list are
+// kept, no list anywhere (or none listing the adapter) keeps every endpoint,
+// and base-model requests are never filtered.
+func TestModelServedFilter(t *testing.T) {
+	withSQL := datastore.NewServedModels([]string{"m", "sql"}, t0)
+	without := datastore.NewServedModels([]string{"m", "chat"}, t0)
+	f := build(t, "model-served-filter", "").(scheduling.Filter)
+	keys := func(req *scheduling.Request, lists ...*datastore.ServedModels) string {
+		vs := views(make([]datastore.Metrics, len(lists))...)
+		for i, l := range lists {
+			vs[i].Models = l
+		}
+		var out string
+		for _, v := range f.Filter(cycle(req, nil), vs) {
+			out += v.Key
+		}
+		return out
+	}
+	sql := &scheduling.Request{Adapter: "sql"}
+	for _, c := range []struct {
+		name  string
+		req   *scheduling.Request
+		lists []*datastore.ServedModels
+		want  string
+	}{
+		{"known", sql, []*datastore.ServedModels{without, withSQL, without}, "b"},
+		{"partially known", sql, []*datastore.ServedModels{withSQL, nil, without, withSQL}, "abd"},
+		{"unknown", sql, []*datastore.ServedModels{nil, nil, nil}, "abc"},
+		{"listed nowhere", sql, []*datastore.ServedModels{without, nil, without}, "abc"},
+		{"base model", &scheduling.Request{Model: "m"}, []*datastore.ServedModels{without, withSQL, datastore.NewServedModels(nil, t0)}, "abc"},
+	} {
+		if got := keys(c.req, c.lists...); got != c.want {
+			t.Errorf("%s: kept %q, want %q", c.name, got, c.want)
+		}
+	}
+	if _, err := plugins.NewRegistry().New("model-served-filter", "", scheduling.Parameters(`{"strict": true}`)); err == nil {
+		t.Error("unknown parameter accepted")
+	}
+}
+
 func TestRegistryRejectsUnknown(t *testing.T) {
 	r := plugins.NewRegistry()
 	if _, err := r.New("no-such-plugin", "", nil); err == nil {
