@@ -5,11 +5,14 @@
 //	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
 //	               [--mode des|live] [--duration D] [--parallel N] [--speedup K]
 //	igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
+//	igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
+//	               [--parallel N] [--tolerance F]
 //
 // run prints one scenario's results (the benchmark contract's JSON object with
 // --format json); grid runs every scenario of a directory and writes the
 // benchmark page with tables and plots; demo runs a small heterogeneous fleet
-// live through round-robin and then igw and shows them side by side.
+// live through round-robin and then igw and shows them side by side; fidelity
+// runs a scenario in both modes and compares P50 TTFT and throughput.
 package cli
 
 import (
@@ -62,6 +65,8 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
   igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
                  [--mode des|live] [--duration D] [--parallel N] [--speedup K]
   igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
+  igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
+                 [--parallel N] [--tolerance F]
 
 Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, igw, oracle" + `
 (--mode live runs all but oracle, which needs the simulators' exact state.)
@@ -85,6 +90,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runGrid(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr)
+	case "fidelity":
+		err = runFidelity(ctx, args[1:], stdout, stderr)
 	default:
 		err = fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
 	}

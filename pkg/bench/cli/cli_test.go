@@ -171,3 +171,25 @@ func TestRunLive(t *testing.T) {
 		t.Errorf("no progress on stderr: %q", stderr)
 	}
 }
+
+// fidelity prints both modes' figures per policy and judges them against the
+// tolerance (a generous one here: this checks the command, not the model).
+func TestFidelityComparesBothModes(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "fidelity", "--scenario", "../live/testdata/tiny.yaml", "--policies", "round-robin,oracle",
+		"--speedup", "4", "--tolerance", "10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var row []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 7 && f[0] == "round-robin" {
+			row = f
+		}
+	}
+	if row == nil || !strings.Contains(stdout, "every policy within 1000%") || strings.Contains(stdout, "oracle") {
+		t.Fatalf("stdout %q", stdout)
+	}
+	if !strings.Contains(stderr, "leaves out oracle") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
