@@ -27,6 +27,7 @@ const (
 	Tokens                   = "igw_epp_tokens_total"
 	Scrapes                  = "igw_epp_scrapes_total"
 	ScrapeDuration           = "igw_epp_scrape_duration_seconds"
+	ModelListReads           = "igw_epp_model_list_reads_total"
 	Endpoints                = "igw_epp_endpoints"
 	ConfigReloads            = "igw_epp_config_reloads_total"
 	ConfigValid              = "igw_epp_config_valid"
@@ -49,6 +50,7 @@ type Metrics struct {
 	Tokens             *prometheus.CounterVec   // kind: prompt, completion, cached
 	Scrapes            *prometheus.CounterVec   // result: ok, error
 	ScrapeDuration     prometheus.Histogram
+	ModelListReads     *prometheus.CounterVec // result: ok, error
 	Endpoints          prometheus.Gauge
 	ConfigReloads      *prometheus.CounterVec // result: success, failure
 	ConfigValid        prometheus.Gauge
@@ -87,6 +89,8 @@ func New() *Metrics {
 		Help: "Telemetry scrapes by result."}, []string{"result"})
 	m.ScrapeDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: ScrapeDuration,
 		Help: "Time of one telemetry scrape.", Buckets: prometheus.ExponentialBuckets(1e-4, 2, 14)})
+	m.ModelListReads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: ModelListReads,
+		Help: "Reads of the model servers' model lists (GET /v1/models) by result; a failed read keeps the last list."}, []string{"result"})
 	m.Endpoints = prometheus.NewGauge(prometheus.GaugeOpts{Name: Endpoints, Help: "Endpoints known to the picker."})
 	m.ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: ConfigReloads,
 		Help: "Configuration loads by result; a failure keeps the last good configuration."}, []string{"result"})
@@ -96,7 +100,7 @@ func New() *Metrics {
 		Help: "When the configuration in effect was loaded."})
 	for _, c := range []prometheus.Collector{m.Decisions, m.SchedulingDuration, m.RequestPathLatency, m.Responses,
 		m.Picks, m.TTFT, m.InterToken, m.PrefillRate, m.DecodeStep, m.Tokens, m.Scrapes, m.ScrapeDuration,
-		m.Endpoints, m.ConfigReloads, m.ConfigValid, m.ConfigLastReload,
+		m.ModelListReads, m.Endpoints, m.ConfigReloads, m.ConfigValid, m.ConfigLastReload,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -112,6 +116,14 @@ func New() *Metrics {
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Result is the result label of a scrape or model list read: "ok" or "error".
+func Result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
 }
 
 // Code is the label value of an HTTP status.

@@ -33,6 +33,11 @@ type Options struct {
 	MetricsStaleness time.Duration
 	StalePolicy      string
 
+	// ModelsInterval is how often each endpoint's model list (GET /v1/models)
+	// is read; 0 turns the reads off. ModelsTimeout bounds one read.
+	ModelsInterval time.Duration
+	ModelsTimeout  time.Duration
+
 	MaxBodyBytes int64
 	Seed         uint64
 }
@@ -46,6 +51,8 @@ func New() *Options {
 		MetricsPath:        "/metrics",
 		MetricsStaleness:   200 * time.Millisecond,
 		StalePolicy:        string(director.StaleSaturated),
+		ModelsInterval:     5 * time.Second,
+		ModelsTimeout:      2 * time.Second,
 		MaxBodyBytes:       64 << 20,
 	}
 }
@@ -67,6 +74,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the model servers' Prometheus metrics (trtllm-serve: /prometheus/metrics).")
 	fs.DurationVar(&o.MetricsStaleness, "metrics-staleness", o.MetricsStaleness, "Age after which an endpoint's telemetry is stale.")
 	fs.StringVar(&o.StalePolicy, "stale-policy", o.StalePolicy, "What a stale endpoint is: saturated (kept, scored worst, sheddable) or filter (removed).")
+	fs.DurationVar(&o.ModelsInterval, "models-interval", o.ModelsInterval, "How often each endpoint's model list (GET /v1/models: served models and registered LoRA adapters) is read; 0 turns it off.")
+	fs.DurationVar(&o.ModelsTimeout, "models-timeout", o.ModelsTimeout, "Timeout of one model list read.")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body buffered for scheduling; larger ones get 413.")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the tie-breaking random source.")
 }
@@ -106,6 +115,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--scrape-timeout must be positive")
 	case o.MetricsStaleness < 0:
 		return fmt.Errorf("--metrics-staleness must not be negative")
+	case o.ModelsInterval < 0:
+		return fmt.Errorf("--models-interval must not be negative (0 turns the model list reads off)")
+	case o.ModelsInterval > 0 && o.ModelsTimeout <= 0:
+		return fmt.Errorf("--models-timeout must be positive")
 	case o.ConfigPollInterval <= 0:
 		return fmt.Errorf("--config-poll-interval must be positive")
 	case o.MaxBodyBytes <= 0:

@@ -193,13 +193,16 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	scraper := &telemetry.Scraper{Store: r.Store, Sink: r.Director, Interval: r.Options.ScrapeInterval,
 		Timeout: r.Options.ScrapeTimeout, Path: r.Options.MetricsPath, Log: r.Log,
 		Observe: func(_ string, err error, took time.Duration) {
-			result := "ok"
-			if err != nil {
-				result = "error"
-			}
-			r.Metrics.Scrapes.WithLabelValues(result).Inc()
+			r.Metrics.Scrapes.WithLabelValues(metrics.Result(err)).Inc()
 			r.Metrics.ScrapeDuration.Observe(took.Seconds())
 		}}
+	var lister *telemetry.ModelLister
+	if r.Options.ModelsInterval > 0 {
+		lister = &telemetry.ModelLister{Store: r.Store, Interval: r.Options.ModelsInterval, Timeout: r.Options.ModelsTimeout,
+			Observe: func(_ string, err error, _ time.Duration) {
+				r.Metrics.ModelListReads.WithLabelValues(metrics.Result(err)).Inc()
+			}}
+	}
 
 	errc := make(chan error, 8)
 	var wg sync.WaitGroup
@@ -217,6 +220,9 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	start("metrics server", func() error { return httpSrv.Serve(metricsL) })
 	start("endpoint source", func() error { return r.runSource(ctx) })
 	start("scraper", func() error { return scraper.Run(ctx) })
+	if lister != nil {
+		start("model lister", func() error { return lister.Run(ctx) })
+	}
 	if r.Watcher != nil {
 		start("config watcher", func() error { r.Watcher.Run(ctx); return nil })
 	}

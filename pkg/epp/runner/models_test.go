@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/igw-dev/igw/pkg/epp/options"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// TestModelListReadsFollowTheFlag: with --models-interval the picker reads
+// each endpoint's /v1/models into the store and counts the reads; with 0 it
+// never asks, while the metrics scrapes go on.
+func TestModelListReadsFollowTheFlag(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case wire.ModelsPath:
+			w.Write([]byte(`{"object":"list","data":[{"id":"m"},{"id":"sql","parent":"m"}]}`))
+		case "/metrics":
+			w.Write([]byte("vllm:num_requests_waiting 0\nvllm:num_requests_running 0\n"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer server.Close()
+	addr := strings.TrimPrefix(server.URL, "http://")
+	host, port, _ := strings.Cut(addr, ":")
+	epPath := filepath.Join(t.TempDir(), "endpoints.yaml")
+	os.WriteFile(epPath, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644)
+
+	for _, interval := range []time.Duration{50 * time.Millisecond, 0} {
+		o := options.New()
+		o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
+		o.EndpointsFile, o.ModelsInterval = epPath, interval
+		o.Complete()
+		if err := o.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() { done <- r.Run(ctx, ready) }()
+		<-ready
+		deadline := time.Now().Add(5 * time.Second)
+		for testutil.ToFloat64(r.Metrics.Scrapes.WithLabelValues("ok")) < 3 ||
+			(interval > 0 && r.Store.Get(addr).ServedModels() == nil) {
+			if time.Now().After(deadline) {
+				t.Fatalf("interval %v: no model list or scrapes after 5s", interval)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		models := r.Store.Get(addr).ServedModels()
+		reads := testutil.ToFloat64(r.Metrics.ModelListReads.WithLabelValues("ok"))
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if interval == 0 {
+			if models != nil || reads != 0 {
+				t.Fatalf("--models-interval 0 still read the list: %+v (%v reads)", models, reads)
+			}
+			continue
+		}
+		if !models.Serves("sql") || !models.Serves("m") || reads < 1 {
+			t.Fatalf("list %+v after %v reads", models, reads)
+		}
+	}
+}
