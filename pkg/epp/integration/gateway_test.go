@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -206,17 +207,29 @@ type served struct {
 	Usage               openai.CompletionUsage
 }
 
-// chat sends one streamed chat completion through the gateway, asking for the
-// score breakdown; headers are extra request headers as key, value pairs.
+// chat sends one streamed chat completion for model "m" through the gateway,
+// asking for the score breakdown; headers are extra request headers as key,
+// value pairs.
 func chat(t *testing.T, c openai.Client, system, user string, headers ...string) served {
 	t.Helper()
+	out, err := chatModel(c, "m", system, user, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// chatModel is chat for any model (a base model or an adapter) that reports
+// a failure instead of ending the test, so that it can run concurrently; the
+// endpoint that answered is set even when the request failed.
+func chatModel(c openai.Client, model, system, user string, headers ...string) (served, error) {
 	var resp *http.Response
 	opts := []option.RequestOption{option.WithResponseInto(&resp), option.WithHeader(wire.HeaderDebug, "1")}
 	for i := 0; i+1 < len(headers); i += 2 {
 		opts = append(opts, option.WithHeader(headers[i], headers[i+1]))
 	}
 	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-		Model:         "m",
+		Model:         model,
 		Messages:      []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(user)},
 		MaxTokens:     openai.Int(4),
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
@@ -227,14 +240,16 @@ func chat(t *testing.T, c openai.Client, system, user string, headers ...string)
 			out.Usage = u
 		}
 	}
+	if resp != nil {
+		out.Upstream, out.Breakdown = resp.Header.Get(headerUpstream), resp.Header.Get(wire.HeaderScoreBreakdown)
+	}
 	if err := stream.Err(); err != nil {
-		t.Fatalf("chat through the gateway: %v", err)
+		return out, fmt.Errorf("chat for %s through the gateway (answered by %q): %w", model, out.Upstream, err)
 	}
-	if resp == nil || resp.Header.Get(headerUpstream) == "" {
-		t.Fatal("the gateway did not say where the request went")
+	if out.Upstream == "" {
+		return out, errors.New("the gateway did not say where the request went")
 	}
-	out.Upstream, out.Breakdown = resp.Header.Get(headerUpstream), resp.Header.Get(wire.HeaderScoreBreakdown)
-	return out
+	return out, nil
 }
 
 // term is the raw score of scorer name in a breakdown header
