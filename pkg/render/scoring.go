@@ -9,6 +9,7 @@ import (
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	eppconfig "github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/modelserved"
 )
 
 // BuiltinWeights are the weights of scorers that neither the config, the route,
@@ -122,9 +123,12 @@ func anyPositive(w igwv1.ScoringWeights) bool {
 
 // EPPConfig renders the endpoint picker's configuration file for a route from
 // the weights in effect. Scorers with weight 0 are left out; the base models
-// tell the picker which requested names are not adapters.
+// tell the picker which requested names are not adapters, and the
+// model-served filter (as in the picker's built-in default) keeps an adapter's
+// requests off pods whose model list lacks it, so that an adapter registered
+// on some pods only is not sent where it gets a 404.
 func EPPConfig(mr *igwv1.ModelRoute, scoring igwv1.ScoringStatus) ([]byte, error) {
-	c := eppconfig.Config{Picker: "max-score-picker"}
+	c := eppconfig.Config{Filters: []string{modelserved.Type}, Picker: "max-score-picker"}
 	for _, name := range igwv1.Scorers {
 		if w := scoring.Weights[name]; w > 0 {
 			c.Scorers = append(c.Scorers, eppconfig.ScorerSpec{Plugin: name, Weight: float64(w)})
