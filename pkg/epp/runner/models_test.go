@@ -1,9 +1,6 @@
 package runner
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,21 +36,7 @@ func TestModelListReadsFollowTheFlag(t *testing.T) {
 	os.WriteFile(epPath, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644)
 
 	for _, interval := range []time.Duration{50 * time.Millisecond, 0} {
-		o := options.New()
-		o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
-		o.EndpointsFile, o.ModelsInterval = epPath, interval
-		o.Complete()
-		if err := o.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		r, err := New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ready, done := make(chan struct{}), make(chan error, 1)
-		go func() { done <- r.Run(ctx, ready) }()
-		<-ready
+		r, stop := start(t, func(o *options.Options) { o.EndpointsFile, o.ModelsInterval = epPath, interval })
 		deadline := time.Now().Add(5 * time.Second)
 		for testutil.ToFloat64(r.Metrics.Scrapes.WithLabelValues("ok")) < 3 ||
 			(interval > 0 && r.Store.Get(addr).ServedModels() == nil) {
@@ -64,8 +47,7 @@ func TestModelListReadsFollowTheFlag(t *testing.T) {
 		}
 		models := r.Store.Get(addr).ServedModels()
 		reads := testutil.ToFloat64(r.Metrics.ModelListReads.WithLabelValues("ok"))
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		if interval == 0 {

@@ -21,18 +21,13 @@ func pinTo(gpu string) string {
 		"filters: [pin]\nscorers: [{plugin: running-requests, weight: 1}]\nfallbacks: 0\n"
 }
 
-// TestHotReloadUnderLoad swaps the configuration file while requests flow and
-// checks that picks follow within a second and that no request fails.
-func TestHotReloadUnderLoad(t *testing.T) {
-	dir := t.TempDir()
-	cfgPath, epPath := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "endpoints.yaml")
-	os.WriteFile(cfgPath, []byte(pinTo("a")), 0o644)
-	os.WriteFile(epPath, []byte("- {address: 10.2.0.1, port: 8000, labels: {gpu: a}}\n- {address: 10.2.0.2, port: 8000, labels: {gpu: b}}\n"), 0o644)
+// start runs a picker listening on free loopback ports, with the options
+// configure sets, until stop, which returns Run's error.
+func start(t *testing.T, configure func(*options.Options)) (r *Runner, stop func() error) {
+	t.Helper()
 	o := options.New()
 	o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
-	o.ConfigFile, o.EndpointsFile = cfgPath, epPath
-	o.ConfigPollInterval = 50 * time.Millisecond
-	o.MetricsStaleness = 0
+	configure(o)
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -42,11 +37,31 @@ func TestHotReloadUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
+	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() { done <- r.Run(ctx, ready) }()
-	defer func() { cancel(); <-done }()
-	<-ready
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("the picker stopped before serving: %v", err)
+	}
+	return r, func() error { cancel(); return <-done }
+}
+
+// TestHotReloadUnderLoad swaps the configuration file while requests flow and
+// checks that picks follow within a second and that no request fails.
+func TestHotReloadUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, epPath := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "endpoints.yaml")
+	os.WriteFile(cfgPath, []byte(pinTo("a")), 0o644)
+	os.WriteFile(epPath, []byte("- {address: 10.2.0.1, port: 8000, labels: {gpu: a}}\n- {address: 10.2.0.2, port: 8000, labels: {gpu: b}}\n"), 0o644)
+	r, stopPicker := start(t, func(o *options.Options) {
+		o.ConfigFile, o.EndpointsFile = cfgPath, epPath
+		o.ConfigPollInterval = 50 * time.Millisecond
+		o.MetricsStaleness = 0
+	})
+	defer stopPicker()
+	ctx := context.Background()
 	c, err := extproctest.Dial(r.Addr("grpc"), extproctest.Config{})
 	if err != nil {
 		t.Fatal(err)

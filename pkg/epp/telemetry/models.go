@@ -37,12 +37,7 @@ type ModelLister struct {
 
 // Run reads every endpoint's list every interval until ctx ends.
 func (l *ModelLister) Run(ctx context.Context) error {
-	if l.Interval <= 0 {
-		return fmt.Errorf("model list interval must be positive")
-	}
-	return eachEndpoint(ctx, l.Store, l.Interval, func(ctx context.Context, st *datastore.EndpointState) {
-		_ = l.ReadOnce(ctx, st)
-	})
+	return eachEndpoint(ctx, l.Store, "model list", l.Interval, l.ReadOnce)
 }
 
 // ReadOnce reads st's model list and stores it, stamped with the time the

@@ -23,11 +23,11 @@ var defaultClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost:
 
 // eachEndpoint runs poll for every endpoint of store every interval until ctx
 // ends, following the store's endpoint set. Each endpoint has its own loop, so
-// one slow server delays only its own polls.
-func eachEndpoint(ctx context.Context, store *datastore.Store, interval time.Duration,
-	poll func(context.Context, *datastore.EndpointState)) error {
+// one slow server delays only its own polls. what names the polls in errors.
+func eachEndpoint(ctx context.Context, store *datastore.Store, what string, interval time.Duration,
+	poll func(context.Context, *datastore.EndpointState) error) error {
 	if interval <= 0 {
-		return fmt.Errorf("poll interval must be positive")
+		return fmt.Errorf("%s interval must be positive", what)
 	}
 	workers := map[string]context.CancelFunc{}
 	var wg sync.WaitGroup
@@ -57,7 +57,8 @@ func eachEndpoint(ctx context.Context, store *datastore.Store, interval time.Dur
 				tick := time.NewTicker(interval)
 				defer tick.Stop()
 				for {
-					poll(wctx, st)
+					// Failures reach the Observe hook; the next poll retries.
+					_ = poll(wctx, st)
 					select {
 					case <-wctx.Done():
 						return

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -38,12 +37,7 @@ type Scraper struct {
 
 // Run scrapes until ctx ends, following endpoint changes.
 func (s *Scraper) Run(ctx context.Context) error {
-	if s.Interval <= 0 {
-		return fmt.Errorf("scrape interval must be positive")
-	}
-	return eachEndpoint(ctx, s.Store, s.Interval, func(ctx context.Context, st *datastore.EndpointState) {
-		_ = s.ScrapeOnce(ctx, st)
-	})
+	return eachEndpoint(ctx, s.Store, "scrape", s.Interval, s.ScrapeOnce)
 }
 
 // ScrapeOnce fetches, parses and stores one sample of st.
