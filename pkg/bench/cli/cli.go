@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,6 +49,12 @@ type backendOptions struct {
 var backends = map[string]func(backendOptions) bench.Backend{
 	"des":  func(backendOptions) bench.Backend { return des.Backend{} },
 	"live": func(o backendOptions) bench.Backend { return &live.Backend{Speedup: o.speedup, Log: o.log} },
+}
+
+// validator is implemented by backends whose options can be wrong (the live
+// backend's speedup).
+type validator interface {
+	Validate() error
 }
 
 // policyChecker is implemented by backends that cannot run every policy (the
@@ -138,8 +143,6 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 		return nil, nil, fmt.Errorf("unknown --mode %q (des or live)", c.mode)
 	}
 	switch {
-	case c.speedup < 0 || math.IsNaN(c.speedup) || math.IsInf(c.speedup, 0):
-		return nil, nil, fmt.Errorf("--speedup must be positive (or 0 for automatic), got %g", c.speedup)
 	case c.speedup != 0 && c.mode != "live":
 		return nil, nil, fmt.Errorf("--speedup applies to --mode live only")
 	case c.parallel < 0:
@@ -151,6 +154,11 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 		c.parallel = 1
 	}
 	b := newBackend(backendOptions{speedup: c.speedup, log: stderr})
+	if v, ok := b.(validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("--mode %s: %w", c.mode, err)
+		}
+	}
 	var names []string
 	skipped := false
 	for _, p := range strings.Split(c.policies, ",") {

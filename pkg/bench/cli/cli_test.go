@@ -135,7 +135,7 @@ func TestLiveLeavesOutTheOracle(t *testing.T) {
 func TestSpeedupIsValidated(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--speedup 2", "--speedup applies to --mode live only"},
-		{"--mode live --speedup -1", "--speedup must be positive"},
+		{"--mode live --speedup -1", "--mode live: the speedup must be positive, or 0 for automatic; got -1"},
 		{"--mode live --parallel -2", "--parallel must not be negative"},
 	} {
 		args := append([]string{"run", "--scenario", small, "--policies", "igw"}, strings.Fields(tc.args)...)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +38,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	out := fs.String("out", filepath.Join(os.TempDir(), "igw-demo"), "directory for the results (JSON) and the TTFT plot (PNG)")
 	duration := fs.Duration("duration", 0, "shorten the workload to this much arrival time (warmup scaled alike)")
-	speedup := fs.Float64("speedup", demoSpeedup, "run the simulated GPUs this many times faster than real ones")
+	speedup := fs.Float64("speedup", demoSpeedup, "run the simulated GPUs this many times faster than real ones (0: as fast as the machine keeps up with, at most real time)")
 	file := fs.String("scenario", "", "scenario file to demo instead of the built-in fleet")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,8 +46,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("demo: unexpected arguments %q", fs.Args())
 	}
-	if !(*speedup > 0) || math.IsInf(*speedup, 0) {
-		return fmt.Errorf("--speedup must be positive, got %g", *speedup)
+	b := &live.Backend{Speedup: *speedup, Log: stderr}
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("--speedup: %w", err)
 	}
 	sc, err := demoScenarioFrom(*file)
 	if err != nil {
@@ -57,10 +57,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := Shorten(sc, *duration); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "igw demo: %s\nserving it live (simulators and the standalone gateway on loopback, GPUs at %g× speed) through %s\n",
-		describeWorkload(sc), *speedup, strings.Join(demoPolicies, ", then "))
+	speed := fmt.Sprintf("GPUs at %g× speed", *speedup)
+	if *speedup == 0 {
+		speed = "GPU speed chosen for the machine"
+	}
+	fmt.Fprintf(stderr, "igw demo: %s\nserving it live (simulators and the standalone gateway on loopback, %s) through %s\n",
+		describeWorkload(sc), speed, strings.Join(demoPolicies, ", then "))
 	start := time.Now()
-	b := &live.Backend{Speedup: *speedup, Log: stderr}
 	fmt.Fprintln(stderr, "building modelsim and igw-gateway (cached after the first time) ...")
 	if err := b.Prepare(); err != nil {
 		return err

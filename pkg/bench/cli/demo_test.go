@@ -58,9 +58,14 @@ func TestDemoShortened(t *testing.T) {
 }
 
 func TestDemoRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"demo", "--speedup", "0"}, {"demo", "extra"}, {"demo", "--scenario", "nope.yaml"}} {
-		if _, _, code := runCLI(t, args...); code == 0 {
-			t.Errorf("%v accepted", args)
+	for _, tc := range []struct{ args, want string }{
+		{"--speedup -1", "--speedup: the speedup must be positive"},
+		{"extra", `unexpected arguments ["extra"]`},
+		{"--scenario nope.yaml", "nope.yaml: no such file"},
+	} {
+		_, stderr, code := runCLI(t, append([]string{"demo"}, strings.Fields(tc.args)...)...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("demo %s: exit %d, stderr %q", tc.args, code, stderr)
 		}
 	}
 }

@@ -38,8 +38,8 @@ func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if c.speedup == 0 || !(*tolerance > 0) {
-		return fmt.Errorf("--speedup and --tolerance must be positive")
+	if !(*tolerance > 0) {
+		return fmt.Errorf("--tolerance must be positive, got %g", *tolerance)
 	}
 	sc, err := scenario.Load(*file)
 	if err != nil {

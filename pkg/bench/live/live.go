@@ -119,13 +119,21 @@ func (b *Backend) Prepare() error {
 	return err
 }
 
+// Validate rejects a backend that cannot run.
+func (b *Backend) Validate() error {
+	if b.Speedup < 0 || math.IsNaN(b.Speedup) || math.IsInf(b.Speedup, 0) {
+		return fmt.Errorf("the speedup must be positive, or 0 for automatic; got %g", b.Speedup)
+	}
+	return nil
+}
+
 // Run implements bench.Backend.
 func (b *Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator, rec *bench.Recorder, progress func(float64)) error {
 	if err := b.SupportsPolicy(job.Policy); err != nil {
 		return err
 	}
-	if b.Speedup < 0 || math.IsNaN(b.Speedup) || math.IsInf(b.Speedup, 0) {
-		return fmt.Errorf("live: speedup must be positive (or 0 for automatic), got %g", b.Speedup)
+	if err := b.Validate(); err != nil {
+		return err
 	}
 	k := b.Speedup
 	if k == 0 {

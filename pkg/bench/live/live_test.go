@@ -96,7 +96,7 @@ func TestEveryLivePolicyServesTheWorkload(t *testing.T) {
 }
 
 // The servers' own counters arrive: prefix-cache queries and hits (users
-// share system prompts) and adapter loads (two adapters, one slot per pod),
+// share system prompts) and adapter loads (three adapters, one slot per pod),
 // counted from the end of the warmup.
 func TestFleetCountersComeFromTheServers(t *testing.T) {
 	o := runLive(t, loadTiny(t), policies.RoundRobin)
@@ -105,7 +105,7 @@ func TestFleetCountersComeFromTheServers(t *testing.T) {
 		t.Errorf("prefix cache: %d hits of %d queried tokens", f.PrefixHits, f.PrefixQueries)
 	}
 	if f.LoRALoads == 0 {
-		t.Error("no adapter loads counted, though two adapters share one slot per pod")
+		t.Error("no adapter loads counted, though three adapters share one slot per pod")
 	}
 	var prompt uint64
 	for _, r := range o.Trace.Records {
