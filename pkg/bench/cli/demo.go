@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,9 +136,18 @@ func writeSideBySide(w io.Writer, summary map[string]bench.Metrics, base, other 
 		bv, ov := c.Value(&b), c.Value(&o)
 		change := ""
 		if bv != 0 {
-			change = fmt.Sprintf("%+.0f%%", 100*(ov-bv)/bv)
+			change = percentChange(ov/bv - 1)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c.Header, c.Format(bv), c.Format(ov), change)
 	}
 	return tw.Flush()
+}
+
+// percentChange shows a relative change in whole percents, with a decimal
+// where rounding would say -100% (TTFTs that shrink by 99.6% still exist).
+func percentChange(r float64) string {
+	if math.Abs(r) >= 0.995 && math.Abs(r) < 1 {
+		return fmt.Sprintf("%+.1f%%", 100*r)
+	}
+	return fmt.Sprintf("%+.0f%%", 100*r)
 }

@@ -69,3 +69,11 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestPercentChange(t *testing.T) {
+	for r, want := range map[float64]string{-0.746: "-75%", -0.9962: "-99.6%", 0.45: "+45%", 0: "+0%", -1: "-100%", 2.01: "+201%"} {
+		if got := percentChange(r); got != want {
+			t.Errorf("percentChange(%v) = %q, want %q", r, got, want)
+		}
+	}
+}
