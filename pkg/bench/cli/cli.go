@@ -197,6 +197,18 @@ func Shorten(sc *scenario.Scenario, d time.Duration) error {
 	return sc.Validate()
 }
 
+// loadShortened reads a scenario file and cuts it to d of arrivals (0: whole).
+func loadShortened(file string, d time.Duration) (*scenario.Scenario, error) {
+	sc, err := scenario.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := Shorten(sc, d); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -214,11 +226,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *format != "json" && *format != "table" {
 		return fmt.Errorf("--format must be json or table, got %q", *format)
 	}
-	sc, err := scenario.Load(*file)
+	sc, err := loadShortened(*file, c.duration)
 	if err != nil {
-		return err
-	}
-	if err := Shorten(sc, c.duration); err != nil {
 		return err
 	}
 	b, names, err := c.resolve(stderr)
@@ -325,11 +334,8 @@ func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	sort.Strings(files)
 	var scs []*scenario.Scenario
 	for _, f := range files {
-		sc, err := scenario.Load(f)
+		sc, err := loadShortened(f, c.duration)
 		if err != nil {
-			return err
-		}
-		if err := Shorten(sc, c.duration); err != nil {
 			return err
 		}
 		scs = append(scs, sc)

@@ -51,11 +51,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("--speedup: %w", err)
 	}
-	sc, err := demoScenarioFrom(*file)
+	sc, err := demoScenarioFrom(*file, *duration)
 	if err != nil {
-		return err
-	}
-	if err := Shorten(sc, *duration); err != nil {
 		return err
 	}
 	speed := fmt.Sprintf("GPUs at %g× speed", *speedup)
@@ -91,11 +88,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func demoScenarioFrom(file string) (*scenario.Scenario, error) {
+// demoScenarioFrom is the built-in demo, or file's scenario, cut to d of arrivals.
+func demoScenarioFrom(file string, d time.Duration) (*scenario.Scenario, error) {
 	if file != "" {
-		return scenario.Load(file)
+		return loadShortened(file, d)
 	}
-	return scenario.Parse(demoScenario, "demo.yaml (built in)")
+	sc, err := scenario.Parse(demoScenario, "demo.yaml (built in)")
+	if err != nil {
+		return nil, err
+	}
+	if err := Shorten(sc, d); err != nil {
+		return nil, err
+	}
+	return sc, nil
 }
 
 func scenarioName(sc *scenario.Scenario) string {

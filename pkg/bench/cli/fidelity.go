@@ -13,7 +13,6 @@ import (
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/des"
 	"github.com/igw-dev/igw/pkg/bench/policies"
-	"github.com/igw-dev/igw/pkg/bench/scenario"
 )
 
 // fidelitySpeedup is slow motion: what the machine adds to each request
@@ -41,11 +40,8 @@ func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !(*tolerance > 0) {
 		return fmt.Errorf("--tolerance must be positive, got %g", *tolerance)
 	}
-	sc, err := scenario.Load(*file)
+	sc, err := loadShortened(*file, c.duration)
 	if err != nil {
-		return err
-	}
-	if err := Shorten(sc, c.duration); err != nil {
 		return err
 	}
 	if c.parallel == 0 {
