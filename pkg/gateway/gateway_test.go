@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ type upstream struct {
 	*httptest.Server
 	name    string
 	metrics string // the /metrics body; empty: 404
+	models  string // the /v1/models body; empty: 404
+
+	modelReads atomic.Int64
 
 	mu       sync.Mutex
 	requests []map[string]any
@@ -59,6 +63,15 @@ func (u *upstream) got() []map[string]any {
 }
 
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == wire.ModelsPath && r.Method == http.MethodGet {
+		u.modelReads.Add(1)
+		if u.models == "" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, u.models)
+		return
+	}
 	if r.URL.Path == "/metrics" {
 		if u.metrics == "" {
 			http.NotFound(w, r)
@@ -482,6 +495,39 @@ func TestBaselinePolicyRoundRobin(t *testing.T) {
 	}
 	if order[0] == order[1] || order[0] != order[2] || order[1] != order[3] {
 		t.Errorf("round-robin order %q, want the two servers alternating", order)
+	}
+}
+
+// An adapter registered on one server only must not be sent to the other:
+// the igw policy reads each server's model list and keeps adapter requests
+// on the servers that list the adapter.
+func TestAdapterGoesToServerThatListsIt(t *testing.T) {
+	a, b := startUpstream(t, "a"), startUpstream(t, "b")
+	a.models = `{"object":"list","data":[{"id":"m","object":"model"}]}`
+	b.models = `{"object":"list","data":[{"id":"m","object":"model"},{"id":"sql","object":"model","parent":"m"}]}`
+	g := startGateway(t, "--endpoints-file", endpointsFile(t, a, b), "--served-model-name", "m", "--adapter", "sql=m",
+		"--models-interval", "20ms")
+	// A second read of each list means the first one was stored.
+	deadline := time.Now().Add(10 * time.Second)
+	for a.modelReads.Load() < 2 || b.modelReads.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("model lists read %d and %d times, want 2 each", a.modelReads.Load(), b.modelReads.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 8 {
+		r := post(t, g, "/v1/completions", `{"model":"sql","prompt":"hello","max_tokens":3}`)
+		if r.status != http.StatusOK || r.header.Get("x-upstream") != "b" {
+			t.Fatalf("adapter request %d: status %d from %q, want 200 from b", i, r.status, r.header.Get("x-upstream"))
+		}
+	}
+	// The base model still spreads over both servers.
+	seen := map[string]bool{}
+	for range 32 {
+		seen[post(t, g, "/v1/completions", completion).header.Get("x-upstream")] = true
+	}
+	if !seen["a"] || !seen["b"] {
+		t.Errorf("base model requests reached %v, want both servers", seen)
 	}
 }
 

@@ -33,11 +33,15 @@ type Options struct {
 	ConfigPollInterval time.Duration
 	ScrapeInterval     time.Duration
 	ScrapeTimeout      time.Duration
-	MetricsPath        string
-	MetricsStaleness   time.Duration
-	StalePolicy        string
-	MaxBodyBytes       int64
-	Seed               uint64
+	// ModelsInterval is how often the igw policy reads each endpoint's model
+	// list (served models and registered LoRA adapters); 0 turns it off.
+	ModelsInterval   time.Duration
+	ModelsTimeout    time.Duration
+	MetricsPath      string
+	MetricsStaleness time.Duration
+	StalePolicy      string
+	MaxBodyBytes     int64
+	Seed             uint64
 	// RequestTimeout bounds a whole proxied request (0: none); DialTimeout a
 	// connection attempt to a model server, after which the next fallback is tried.
 	RequestTimeout time.Duration
@@ -58,6 +62,8 @@ func NewOptions() *Options {
 		Policy:             policies.IGW,
 		ConfigPollInterval: 250 * time.Millisecond,
 		ScrapeInterval:     50 * time.Millisecond,
+		ModelsInterval:     5 * time.Second,
+		ModelsTimeout:      2 * time.Second,
 		MetricsPath:        "/metrics",
 		MetricsStaleness:   200 * time.Millisecond,
 		StalePolicy:        string(director.StaleSaturated),
@@ -80,6 +86,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often endpoints and EPP configuration files are re-read.")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each endpoint's metrics are scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one scrape (default: the scrape interval).")
+	fs.DurationVar(&o.ModelsInterval, "models-interval", o.ModelsInterval, "How often the igw policy reads each endpoint's model list (GET /v1/models), so adapter requests avoid pods that lack the adapter; 0 turns it off.")
+	fs.DurationVar(&o.ModelsTimeout, "models-timeout", o.ModelsTimeout, "Timeout of one model list read.")
 	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the model servers' Prometheus metrics.")
 	fs.DurationVar(&o.MetricsStaleness, "metrics-staleness", o.MetricsStaleness, "Age after which an endpoint's telemetry is stale.")
 	fs.StringVar(&o.StalePolicy, "stale-policy", o.StalePolicy, "What a stale endpoint is: saturated or filter.")
@@ -151,6 +159,10 @@ func (o *Options) Validate() error {
 		bad("--scrape-interval must be positive")
 	case o.ScrapeTimeout <= 0:
 		bad("--scrape-timeout must be positive")
+	case o.ModelsInterval < 0:
+		bad("--models-interval must not be negative")
+	case o.ModelsInterval > 0 && o.ModelsTimeout <= 0:
+		bad("--models-timeout must be positive")
 	case o.MetricsStaleness < 0:
 		bad("--metrics-staleness must not be negative")
 	case o.ConfigPollInterval <= 0:

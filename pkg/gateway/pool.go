@@ -24,6 +24,7 @@ type pool struct {
 	file    *source.File
 	watcher *config.Watcher // igw with an eppConfig file
 	scraper *telemetry.Scraper
+	lister  *telemetry.ModelLister // igw: which endpoints serve which adapters
 }
 
 func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error) {
@@ -55,6 +56,10 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 			}
 		}
 		p.picker = &eppPicker{d: d, clock: c}
+		if o.ModelsInterval > 0 {
+			p.lister = &telemetry.ModelLister{Store: p.store, Interval: c.Wall(o.ModelsInterval),
+				Timeout: c.Wall(o.ModelsTimeout), Now: c.Now}
+		}
 	} else {
 		if pc.EPPConfig != "" {
 			log.Warn("eppConfig applies to the igw policy only; ignored", "policy", p.policy)
@@ -75,7 +80,7 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 
 // run keeps the pool's endpoints, configuration and telemetry current until ctx ends.
 func (p *pool) run(ctx context.Context) {
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 4)
 	n := 0
 	spawn := func(f func()) {
 		n++
@@ -87,6 +92,9 @@ func (p *pool) run(ctx context.Context) {
 	}
 	if p.scraper != nil {
 		spawn(func() { _ = p.scraper.Run(ctx) })
+	}
+	if p.lister != nil {
+		spawn(func() { _ = p.lister.Run(ctx) })
 	}
 	for range n {
 		<-done
