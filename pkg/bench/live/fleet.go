@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
+	"github.com/igw-dev/igw/internal/proc"
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/workload"
@@ -31,9 +32,9 @@ type fleet struct {
 	job     bench.Job
 	speedup float64
 	dir     string
-	pods    []*Proc
+	pods    []*proc.Proc
 	podOf   map[string]int // "ip:port" → pod index in fleet order
-	gateway *Proc
+	gateway *proc.Proc
 	client  *http.Client
 }
 
@@ -51,13 +52,13 @@ func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binari
 	groups := sc.PodGroups()
 	cfgs := sc.PodConfigs(job.Seed)
 	eps := make([]endpoint, len(cfgs))
-	f.pods = make([]*Proc, len(cfgs))
+	f.pods = make([]*proc.Proc, len(cfgs))
 	errs := make([]error, len(cfgs))
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		wg.Go(func() {
 			name := fmt.Sprintf("modelsim %d (%s)", i, groups[i])
-			p, err := StartProc(ctx, name, bins.modelsim, simArgs(podHost(i), cfg, speedup, adapters), "/health")
+			p, err := proc.Start(ctx, name, bins.modelsim, simArgs(podHost(i), cfg, speedup, adapters), "/health")
 			if err != nil {
 				errs[i] = err
 				return
@@ -86,20 +87,20 @@ func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binari
 	if err := writeYAML(filepath.Join(dir, "gateway.yaml"), gateway.Config{Pools: []gateway.PoolConfig{pool}}); err != nil {
 		return f, err
 	}
-	f.gateway, err = StartProc(ctx, "igw-gateway", bins.gateway, gatewayArgs(job, dir, speedup), "/readyz")
+	f.gateway, err = proc.Start(ctx, "igw-gateway", bins.gateway, gatewayArgs(job, dir, speedup), "/readyz")
 	return f, err
 }
 
 // stop ends every process and removes the run's files.
 func (f *fleet) stop() {
-	stopAll(append([]*Proc{f.gateway}, f.pods...))
+	proc.StopAll(append([]*proc.Proc{f.gateway}, f.pods...))
 	f.client.CloseIdleConnections()
 	_ = os.RemoveAll(f.dir)
 }
 
 // exited returns an error naming a process of the fleet that has ended.
 func (f *fleet) exited() error {
-	for _, p := range append([]*Proc{f.gateway}, f.pods...) {
+	for _, p := range append([]*proc.Proc{f.gateway}, f.pods...) {
 		if p != nil && p.Exited() {
 			return fmt.Errorf("%s exited during the run: %s", p.Name, lastLines(p.Stderr(), 5))
 		}
@@ -109,7 +110,7 @@ func (f *fleet) exited() error {
 
 // logStderr writes the tail of every process's stderr to w.
 func (f *fleet) logStderr(w io.Writer) {
-	for _, p := range append([]*Proc{f.gateway}, f.pods...) {
+	for _, p := range append([]*proc.Proc{f.gateway}, f.pods...) {
 		if p != nil {
 			if s := lastLines(p.Stderr(), 10); s != "" {
 				fmt.Fprintf(w, "live: %s stderr (tail):\n%s\n", p.Name, s)
@@ -238,7 +239,7 @@ func (f *fleet) counters(ctx context.Context) (bench.FleetCounters, error) {
 
 // scrapeCounters reads p's /metrics and returns the value of each counter by
 // name (summed over its series; 0 when absent).
-func (f *fleet) scrapeCounters(ctx context.Context, p *Proc) (func(name string) uint64, error) {
+func (f *fleet) scrapeCounters(ctx context.Context, p *proc.Proc) (func(name string) uint64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/metrics", nil)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package live
+package proc
 
 import "syscall"
 

@@ -1,6 +1,6 @@
-package live
+package proc
 
 import "syscall"
 
-// sysProcAttr kills a child if the benchmark dies without stopping it.
+// sysProcAttr kills a child if this process dies without stopping it.
 func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package simproc
-
-import "syscall"
-
-func sysProcAttr() *syscall.SysProcAttr { return nil }
