@@ -10,6 +10,7 @@ import (
 
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Options configure one gateway process.
@@ -64,7 +65,7 @@ func NewOptions() *Options {
 		ScrapeInterval:     50 * time.Millisecond,
 		ModelsInterval:     5 * time.Second,
 		ModelsTimeout:      2 * time.Second,
-		MetricsPath:        "/metrics",
+		MetricsPath:        wire.MetricsPath,
 		MetricsStaleness:   200 * time.Millisecond,
 		StalePolicy:        string(director.StaleSaturated),
 		MaxBodyBytes:       64 << 20,

@@ -46,6 +46,10 @@ const (
 // registered with --lora-modules or /v1/load_lora_adapter included.
 const ModelsPath = "/v1/models"
 
+// MetricsPath is where vLLM, SGLang and the simulator serve Prometheus text
+// (trtllm-serve: TRTLLMMetricsPath).
+const MetricsPath = "/metrics"
+
 // vLLM metric names.
 const (
 	VLLMNumRequestsWaiting      = "vllm:num_requests_waiting"

@@ -240,7 +240,7 @@ func (f *fleet) counters(ctx context.Context) (bench.FleetCounters, error) {
 // scrapeCounters reads p's /metrics and returns the value of each counter by
 // name (summed over its series; 0 when absent).
 func (f *fleet) scrapeCounters(ctx context.Context, p *proc.Proc) (func(name string) uint64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+wire.MetricsPath, nil)
 	if err != nil {
 		return nil, err
 	}

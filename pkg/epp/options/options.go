@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Options configure one picker process.
@@ -48,7 +49,7 @@ func New() *Options {
 		GRPCPort: 9002, HealthPort: 9003, MetricsPort: 9090,
 		ConfigPollInterval: 250 * time.Millisecond,
 		ScrapeInterval:     50 * time.Millisecond,
-		MetricsPath:        "/metrics",
+		MetricsPath:        wire.MetricsPath,
 		MetricsStaleness:   200 * time.Millisecond,
 		StalePolicy:        string(director.StaleSaturated),
 		ModelsInterval:     5 * time.Second,

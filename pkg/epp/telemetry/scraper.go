@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Sink receives samples; the director's UpdateMetrics is one.
@@ -23,7 +24,7 @@ type Scraper struct {
 	Sink     Sink
 	Interval time.Duration
 	Timeout  time.Duration
-	// Path is the metrics path on the endpoint's port ("/metrics" when empty).
+	// Path is the metrics path on the endpoint's port (wire.MetricsPath when empty).
 	Path   string
 	Client *http.Client
 	Log    *slog.Logger
@@ -48,7 +49,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, st *datastore.EndpointState) e
 func (s *Scraper) scrape(ctx context.Context, st *datastore.EndpointState, start time.Time) error {
 	g := getter{client: s.Client, path: s.Path, timeout: s.Timeout, limit: s.MaxBodyBytes}
 	if g.path == "" {
-		g.path = "/metrics"
+		g.path = wire.MetricsPath
 	}
 	if g.timeout <= 0 {
 		g.timeout = s.Interval
