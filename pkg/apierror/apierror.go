@@ -73,6 +73,13 @@ func ModelNotFound(model string) *Error {
 	return e
 }
 
+// MethodNotAllowed is a 405 for a method the path does not take; the caller
+// sets the Allow header.
+func MethodNotAllowed(method, path string) *Error {
+	return newf(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
+		"Method %s is not allowed on %s.", method, path)
+}
+
 // TooLarge is a 413 for a body over the configured limit.
 func TooLarge(limit int64) *Error {
 	return newf(http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -31,6 +32,8 @@ import (
 
 	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/epp/requestbody"
+	"github.com/igw-dev/igw/pkg/openaimodels"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Gateway is a configured gateway, not yet serving.
@@ -44,7 +47,7 @@ type Gateway struct {
 	// every model when the only pool lists none.
 	byModel  map[string]*pool
 	catchAll *pool
-	models   []byte // the /v1/models answer
+	models   openaimodels.Catalog // the /v1/models answer
 
 	proxy   *httputil.ReverseProxy
 	parsers sync.Pool
@@ -79,7 +82,7 @@ func New(o *Options, log *slog.Logger) (*Gateway, error) {
 			g.catchAll = p
 		}
 	}
-	g.models = modelList(o.Resolved, time.Now())
+	g.models.Set(modelList(o.Resolved))
 	g.proxy = g.newProxy()
 	return g, nil
 }
@@ -101,10 +104,7 @@ func (g *Gateway) Handler() http.Handler {
 	for _, path := range InferencePaths {
 		mux.HandleFunc("POST "+path, g.serveInference)
 	}
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(g.models)
-	})
+	mux.Handle(wire.ModelsPath, &g.models)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", g.serveReady)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -183,35 +183,18 @@ func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
 	return err
 }
 
-// modelList is the OpenAI model list of every served name and adapter, in
-// configuration order; adapters name their base model as parent, as vLLM does.
-func modelList(c *Config, created time.Time) []byte {
-	type model struct {
-		ID      string  `json:"id"`
-		Object  string  `json:"object"`
-		Created int64   `json:"created"`
-		OwnedBy string  `json:"owned_by"`
-		Root    string  `json:"root"`
-		Parent  *string `json:"parent"`
-	}
-	list := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
+// modelList is every served name and adapter, in configuration order (each
+// pool's models, then its adapters by name); adapters name their base model as
+// parent, as vLLM does.
+func modelList(c *Config) []openaimodels.Entry {
+	var out []openaimodels.Entry
 	for _, p := range c.Pools {
 		for _, m := range p.Models {
-			list.Data = append(list.Data, model{ID: m, Object: "model", Created: created.Unix(), OwnedBy: "igw", Root: m})
+			out = append(out, openaimodels.Entry{ID: m})
 		}
-		names := make([]string, 0, len(p.Adapters))
-		for a := range p.Adapters {
-			names = append(names, a)
-		}
-		slices.Sort(names)
-		for _, a := range names {
-			base := p.Adapters[a]
-			list.Data = append(list.Data, model{ID: a, Object: "model", Created: created.Unix(), OwnedBy: "igw", Root: a, Parent: &base})
+		for _, a := range slices.Sorted(maps.Keys(p.Adapters)) {
+			out = append(out, openaimodels.Entry{ID: a, Parent: p.Adapters[a]})
 		}
 	}
-	out, _ := json.Marshal(list) // cannot fail: strings and numbers
 	return out
 }

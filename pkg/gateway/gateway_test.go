@@ -286,6 +286,10 @@ pools:
 	if got := strings.Join(ids, ","); list.Object != "list" || got != "llama,qwen,qwen-alias,sql-lora<qwen" {
 		t.Errorf("/v1/models: object %q, models %s; want list of llama,qwen,qwen-alias,sql-lora<qwen", list.Object, got)
 	}
+	r = post(t, g, "/v1/models", `{"model":"llama"}`)
+	if _, code, _ := openAIError(t, r); r.status != http.StatusMethodNotAllowed || code != "method_not_allowed" || r.header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST /v1/models: %d %s (Allow %q), want the OpenAI-style 405", r.status, code, r.header.Get("Allow"))
+	}
 }
 
 func TestBadRequestsGetOpenAIErrors(t *testing.T) {

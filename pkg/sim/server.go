@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
@@ -275,15 +276,12 @@ func (s *Server) wait(r *http.Request, id uint64, st *stream) bool {
 	}
 }
 
+// modelCard is vLLM's entry of the model list: the OpenAI shape with vLLM's
+// max_model_len and permission.
 type modelCard struct {
-	ID          string  `json:"id"`
-	Object      string  `json:"object"`
-	Created     int64   `json:"created"`
-	OwnedBy     string  `json:"owned_by"`
-	Root        string  `json:"root"`
-	Parent      *string `json:"parent"`
-	MaxModelLen *int    `json:"max_model_len"`
-	Permission  []any   `json:"permission"`
+	openaimodels.Model
+	MaxModelLen *int  `json:"max_model_len"`
+	Permission  []any `json:"permission"`
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -291,8 +289,8 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	maxLen := s.rt.eng.MaxModelLen()
 	cards := []modelCard{}
 	for _, name := range s.servedNames {
-		cards = append(cards, modelCard{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
-			Root: s.opts.Model, MaxModelLen: &maxLen, Permission: []any{}})
+		cards = append(cards, modelCard{Model: openaimodels.Model{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
+			Root: s.opts.Model}, MaxModelLen: &maxLen, Permission: []any{}})
 	}
 	s.mu.Lock()
 	names := make([]string, 0, len(s.adapters))
@@ -306,8 +304,8 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		if parent == "" {
 			parent = s.servedNames[0]
 		}
-		cards = append(cards, modelCard{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
-			Root: mod.Path, Parent: &parent, Permission: []any{}})
+		cards = append(cards, modelCard{Model: openaimodels.Model{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
+			Root: mod.Path, Parent: &parent}, Permission: []any{}})
 	}
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"object": "list", "data": cards})

@@ -1,0 +1,194 @@
+// Package openaimodels is the OpenAI model list (GET /v1/models) as igw's
+// gateways answer it: the shape vLLM and the OpenAI API send, the served-model
+// file the operator renders for the body-based router, and a handler that
+// serves the list and can be given a new one at any time.
+//
+// The standalone gateway (pkg/gateway) and the body-based router (pkg/bbr)
+// serve the list with Catalog; the simulator (pkg/sim) sends the same Model
+// entries with vLLM's extra fields.
+package openaimodels
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+)
+
+// OwnedBy is the owned_by of every model an igw gateway lists.
+const OwnedBy = "igw"
+
+// Model is one entry of an OpenAI model list. Root and Parent are vLLM's:
+// an adapter names its base model as Parent; a base model sends parent null.
+type Model struct {
+	ID      string  `json:"id"`
+	Object  string  `json:"object"`
+	Created int64   `json:"created"`
+	OwnedBy string  `json:"owned_by"`
+	Root    string  `json:"root"`
+	Parent  *string `json:"parent"`
+}
+
+// List is the body of GET /v1/models: {"object": "list", "data": [...]}.
+type List struct {
+	Object string  `json:"object"`
+	Data   []Model `json:"data"`
+}
+
+// Entry is one name a gateway serves: a model, or a LoRA adapter with the
+// model it applies to as Parent.
+type Entry struct {
+	ID     string `json:"id"`
+	Parent string `json:"parent,omitempty"`
+}
+
+// Model is the entry as a gateway lists it, created at the given Unix time.
+func (e Entry) Model(created int64) Model {
+	m := Model{ID: e.ID, Object: "model", Created: created, OwnedBy: OwnedBy, Root: e.ID}
+	if e.Parent != "" {
+		parent := e.Parent
+		m.Parent = &parent
+	}
+	return m
+}
+
+// FileName is the key of the served-model file in the body-based router's
+// ConfigMap, and so its name in the mounted directory.
+const FileName = "models.yaml"
+
+// file is the served-model file:
+//
+//	models:
+//	- id: qwen3-32b
+//	- id: qwen3-32b-sql
+//	  parent: qwen3-32b
+type file struct {
+	Models []Entry `json:"models"`
+}
+
+// MarshalFile writes the served-model file for entries, in their order
+// ("models: []" for none). Entries that ParseFile would refuse are an error.
+func MarshalFile(entries []Entry) ([]byte, error) {
+	if entries == nil {
+		entries = []Entry{}
+	}
+	if err := validate(entries); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(file{Models: entries})
+}
+
+// ParseFile reads the served-model file. Unknown fields, an entry without an
+// id, an id listed twice and an adapter that is its own parent are errors, so
+// a broken file is noticed instead of listing wrong models. An empty file is
+// an error too: a file caught half-written must not empty the list; an
+// intentionally empty list is written as "models: []".
+func ParseFile(data []byte) ([]Entry, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New(`the file is empty (write "models: []" for no models)`)
+	}
+	var f file
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, err
+	}
+	if f.Models == nil {
+		return nil, errors.New(`the file has no "models" list`)
+	}
+	if err := validate(f.Models); err != nil {
+		return nil, err
+	}
+	return f.Models, nil
+}
+
+func validate(entries []Entry) error {
+	seen := make(map[string]bool, len(entries))
+	for i, e := range entries {
+		switch {
+		case e.ID == "":
+			return fmt.Errorf("models[%d] has no id", i)
+		case seen[e.ID]:
+			return fmt.Errorf("model %q is listed twice", e.ID)
+		case e.Parent == e.ID:
+			return fmt.Errorf("model %q is its own parent", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	return nil
+}
+
+// Catalog answers GET /v1/models with the entries last given to Set. It is
+// safe for concurrent use. Each model's created time is when the catalog
+// first listed it, kept while later lists still hold it; a model dropped and
+// listed again is new.
+type Catalog struct {
+	// Now is the wall clock (time.Now when nil).
+	Now func() time.Time
+
+	mu      sync.RWMutex
+	set     bool
+	entries []Entry
+	created map[string]int64
+	body    []byte
+}
+
+// Set replaces the list.
+func (c *Catalog) Set(entries []Entry) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	at := now().Unix()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	created := make(map[string]int64, len(entries))
+	list := List{Object: "list", Data: make([]Model, 0, len(entries))}
+	for _, e := range entries {
+		t, ok := c.created[e.ID]
+		if !ok {
+			t = at
+		}
+		created[e.ID] = t
+		list.Data = append(list.Data, e.Model(t))
+	}
+	body, _ := json.Marshal(list) // cannot fail: strings and numbers
+	c.set, c.entries, c.created, c.body = true, append([]Entry(nil), entries...), created, body
+}
+
+// Entries returns the list in use; ok is false until Set was called.
+func (c *Catalog) Entries() (entries []Entry, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return append([]Entry(nil), c.entries...), c.set
+}
+
+// ServeHTTP answers GET and HEAD with the list (application/json), any other
+// method with an OpenAI-style 405, and, before the first Set, a 503.
+func (c *Catalog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		apierror.MethodNotAllowed(r.Method, r.URL.Path).Write(w)
+		return
+	}
+	c.mu.RLock()
+	body, set := c.body, c.set
+	c.mu.RUnlock()
+	if !set {
+		e := apierror.Unavailable("The model list is not loaded yet; retry shortly.")
+		e.Code, e.RetryAfterSeconds = "model_list_unavailable", 1
+		e.Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	_, _ = w.Write(body)
+}
