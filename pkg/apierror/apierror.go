@@ -73,6 +73,12 @@ func ModelNotFound(model string) *Error {
 	return e
 }
 
+// UnknownURL is the 404 OpenAI sends for a path it does not serve; hint says
+// what is served.
+func UnknownURL(method, path, hint string) *Error {
+	return newf(http.StatusNotFound, "invalid_request_error", "unknown_url", "Unknown request URL: %s %s. %s", method, path, hint)
+}
+
 // MethodNotAllowed is a 405 for a method the path does not take; the caller
 // sets the Allow header.
 func MethodNotAllowed(method, path string) *Error {

@@ -14,6 +14,8 @@ const (
 	MetricRequestBodyBytes = "igw_bbr_request_body_bytes"
 	MetricAdapterReloads   = "igw_bbr_adapter_mapping_reloads_total"
 	MetricAdapters         = "igw_bbr_adapter_mapping_adapters"
+	MetricModelListReloads = "igw_bbr_model_list_reloads_total"
+	MetricModelListModels  = "igw_bbr_model_list_models"
 )
 
 // Values of the outcome label of MetricRequests.
@@ -27,10 +29,10 @@ const (
 	OutcomeTooLarge     = "too_large"     // 413
 )
 
-// Values of the result label of MetricAdapterReloads.
+// Values of the result label of MetricAdapterReloads and MetricModelListReloads.
 const (
 	ReloadApplied = "applied" // a changed mapping was loaded
-	ReloadFailed  = "failed"  // the file was missing or invalid; the last good mapping stays
+	ReloadFailed  = "failed"  // the file was missing or invalid; the last good one stays
 )
 
 // MaxModelLabels bounds the distinct model label values: the model comes from
@@ -48,6 +50,9 @@ type Metrics struct {
 	bodyBytes prometheus.Histogram
 	reloads   *prometheus.CounterVec
 	adapters  prometheus.Gauge
+	// The model list file's loads and size.
+	listReloads *prometheus.CounterVec
+	listed      prometheus.Gauge
 
 	mu     sync.Mutex
 	models map[string]struct{}
@@ -78,9 +83,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricAdapters,
 			Help: "LoRA adapters in the mapping in use.",
 		}),
+		listReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricModelListReloads,
+			Help: "Model list file loads, by result.",
+		}, []string{"result"}),
+		listed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricModelListModels,
+			Help: "Models and adapters in the model list GET /v1/models answers with.",
+		}),
 		models: map[string]struct{}{},
 	}
-	reg.MustRegister(m.requests, m.parse, m.bodyBytes, m.reloads, m.adapters)
+	reg.MustRegister(m.requests, m.parse, m.bodyBytes, m.reloads, m.adapters, m.listReloads, m.listed)
 	return m
 }
 
@@ -116,18 +129,32 @@ func (m *Metrics) modelLabel(model string) string {
 }
 
 func (m *Metrics) reloaded(err error) {
-	if m == nil {
-		return
+	if m != nil {
+		m.reloads.WithLabelValues(reloadResult(err)).Inc()
 	}
-	result := ReloadApplied
+}
+
+func (m *Metrics) modelListReloaded(err error) {
+	if m != nil {
+		m.listReloads.WithLabelValues(reloadResult(err)).Inc()
+	}
+}
+
+func reloadResult(err error) string {
 	if err != nil {
-		result = ReloadFailed
+		return ReloadFailed
 	}
-	m.reloads.WithLabelValues(result).Inc()
+	return ReloadApplied
 }
 
 func (m *Metrics) adaptersInUse(n int) {
 	if m != nil {
 		m.adapters.Set(float64(n))
+	}
+}
+
+func (m *Metrics) modelsListed(n int) {
+	if m != nil {
+		m.listed.Set(float64(n))
 	}
 }

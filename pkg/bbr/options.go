@@ -14,13 +14,19 @@ type Options struct {
 	GRPCPort    int
 	HealthPort  int
 	MetricsPort int
+	// ModelsPort serves GET /v1/models, the OpenAI model list of ModelListFile.
+	ModelsPort int
 	// BindAddress is the address every port listens on ("" for all interfaces).
 	BindAddress string
 
 	MaxRequestBodyBytes int64
 	DefaultModel        string
 	// AdapterMappingFile is the operator-rendered adapter → base model file ("" for none).
-	AdapterMappingFile         string
+	AdapterMappingFile string
+	// ModelListFile is the operator-rendered list of served models and
+	// adapters that ModelsPort answers with ("" for none: an empty list).
+	ModelListFile string
+	// AdapterMappingPollInterval is how often both files are re-read.
 	AdapterMappingPollInterval time.Duration
 	// BodyMode is "buffered" or "streamed", as Envoy's ext_proc filter is configured.
 	BodyMode string
@@ -31,13 +37,14 @@ const (
 	DefaultGRPCPort            = 9004
 	DefaultHealthPort          = 9005
 	DefaultMetricsPort         = 9091
+	DefaultModelsPort          = 9006
 	DefaultMaxRequestBodyBytes = 4 << 20 // the InferenceGatewayConfig default
 )
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		GRPCPort: DefaultGRPCPort, HealthPort: DefaultHealthPort, MetricsPort: DefaultMetricsPort,
+		GRPCPort: DefaultGRPCPort, HealthPort: DefaultHealthPort, MetricsPort: DefaultMetricsPort, ModelsPort: DefaultModelsPort,
 		MaxRequestBodyBytes:        DefaultMaxRequestBodyBytes,
 		AdapterMappingPollInterval: time.Second,
 		BodyMode:                   string(Streamed),
@@ -49,11 +56,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.GRPCPort, "grpc-port", o.GRPCPort, "Port of the ext_proc gRPC service.")
 	fs.IntVar(&o.HealthPort, "health-port", o.HealthPort, "Port of the gRPC health service (grpc.health.v1).")
 	fs.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "Port of /metrics, /healthz and /readyz over HTTP.")
+	fs.IntVar(&o.ModelsPort, "models-port", o.ModelsPort, "Port of GET /v1/models over HTTP: the OpenAI model list of --model-list-file.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (empty: all interfaces).")
 	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Largest JSON request body accepted; larger ones get 413.")
 	fs.StringVar(&o.DefaultModel, "default-model", o.DefaultModel, "Model for JSON bodies without one (empty: such bodies get 400).")
 	fs.StringVar(&o.AdapterMappingFile, "adapter-mapping-file", o.AdapterMappingFile, "YAML file mapping LoRA adapter names to base models (\"adapters: {name: base}\"); reloaded when it changes.")
-	fs.DurationVar(&o.AdapterMappingPollInterval, "adapter-mapping-poll-interval", o.AdapterMappingPollInterval, "How often the adapter mapping file is re-read.")
+	fs.StringVar(&o.ModelListFile, "model-list-file", o.ModelListFile, "YAML file listing the served models and adapters (\"models: [{id: name, parent: base}]\") that --models-port answers with; reloaded when it changes. Empty: an empty list.")
+	fs.DurationVar(&o.AdapterMappingPollInterval, "adapter-mapping-poll-interval", o.AdapterMappingPollInterval, "How often the adapter mapping and model list files are re-read.")
 	fs.StringVar(&o.BodyMode, "body-mode", o.BodyMode, "Request body mode of Envoy's ext_proc filter: buffered or streamed (FULL_DUPLEX_STREAMED). A mode Envoy announces overrides it.")
 }
 
@@ -73,7 +82,7 @@ func (o *Options) Validate() error {
 	for _, p := range []struct {
 		flag string
 		port int
-	}{{"--grpc-port", o.GRPCPort}, {"--health-port", o.HealthPort}, {"--metrics-port", o.MetricsPort}} {
+	}{{"--grpc-port", o.GRPCPort}, {"--health-port", o.HealthPort}, {"--metrics-port", o.MetricsPort}, {"--models-port", o.ModelsPort}} {
 		if p.port < 0 || p.port > 65535 {
 			errs = append(errs, fmt.Errorf("%s %d is out of range", p.flag, p.port))
 		}

@@ -20,7 +20,10 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/filewatch"
+	"github.com/igw-dev/igw/pkg/openaimodels"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // ServiceName is the grpc.health.v1 service name the router reports (the empty
@@ -42,6 +45,11 @@ type Runner struct {
 	ExtProc  *ExtProc
 	// AdapterMapping follows --adapter-mapping-file; nil without one.
 	AdapterMapping *filewatch.File
+	// Models is the answer of GET /v1/models on --models-port: the list of
+	// --model-list-file, empty without one.
+	Models *openaimodels.Catalog
+	// ModelList follows --model-list-file; nil without one.
+	ModelList *filewatch.File
 
 	health *health.Server
 	mu     sync.Mutex
@@ -49,8 +57,9 @@ type Runner struct {
 }
 
 // NewRunner builds a runner from completed, validated options. The adapter
-// mapping is loaded once; a missing or invalid file does not stop the router
-// (models route without a base model header until a good file appears).
+// mapping and the model list are loaded once; a missing or invalid file does
+// not stop the router (models route without a base model header, and GET
+// /v1/models answers 503, until a good file appears).
 func NewRunner(o *Options, log *slog.Logger) (*Runner, error) {
 	mode, err := ParseBodyMode(o.BodyMode)
 	if err != nil {
@@ -65,11 +74,18 @@ func NewRunner(o *Options, log *slog.Logger) (*Runner, error) {
 		r.AdapterMapping = NewAdapterMappingFile(o.AdapterMappingFile, o.AdapterMappingPollInterval, r.Router, r.Metrics, log)
 		_ = r.AdapterMapping.Load() // logged; the watch keeps trying
 	}
+	r.Models = &openaimodels.Catalog{}
+	if o.ModelListFile != "" {
+		r.ModelList = NewModelListFile(o.ModelListFile, o.AdapterMappingPollInterval, r.Models, r.Metrics, log)
+		_ = r.ModelList.Load()
+	} else {
+		r.Models.Set(nil)
+	}
 	return r, nil
 }
 
 // Addr returns the address a server listens on once Run has started it:
-// "grpc", "health" or "metrics".
+// "grpc", "health", "metrics" or "models".
 func (r *Runner) Addr(name string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -96,7 +112,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	for _, l := range []struct {
 		name string
 		port int
-	}{{"grpc", r.Options.GRPCPort}, {"health", r.Options.HealthPort}, {"metrics", r.Options.MetricsPort}} {
+	}{{"grpc", r.Options.GRPCPort}, {"health", r.Options.HealthPort}, {"metrics", r.Options.MetricsPort}, {"models", r.Options.ModelsPort}} {
 		lis, err := r.listen(l.name, l.port)
 		if err != nil {
 			for _, open := range listeners {
@@ -114,8 +130,9 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	healthSrv := grpc.NewServer()
 	healthpb.RegisterHealthServer(healthSrv, r.health)
 	httpSrv := &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	modelsSrv := &http.Server{Handler: r.modelsHandler(), ReadHeaderTimeout: 5 * time.Second}
 
-	errc := make(chan error, 4)
+	errc := make(chan error, 6)
 	var wg sync.WaitGroup
 	start := func(name string, f func() error) {
 		wg.Add(1)
@@ -129,8 +146,12 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	start("ext_proc server", func() error { return extSrv.Serve(listeners[0]) })
 	start("health server", func() error { return healthSrv.Serve(listeners[1]) })
 	start("metrics server", func() error { return httpSrv.Serve(listeners[2]) })
+	start("models server", func() error { return modelsSrv.Serve(listeners[3]) })
 	if r.AdapterMapping != nil {
 		start("adapter mapping watch", func() error { r.AdapterMapping.Run(ctx); return nil })
+	}
+	if r.ModelList != nil {
+		start("model list watch", func() error { r.ModelList.Run(ctx); return nil })
 	}
 	r.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	r.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -138,7 +159,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 		close(ready)
 	}
 	r.Log.Info("body-based router serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"),
-		"metrics", r.Addr("metrics"), "bodyMode", string(r.ExtProc.BodyMode))
+		"metrics", r.Addr("metrics"), "models", r.Addr("models"), "bodyMode", string(r.ExtProc.BodyMode))
 
 	var runErr error
 	select {
@@ -158,6 +179,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	healthSrv.Stop()
 	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
 	_ = httpSrv.Shutdown(sctx)
+	_ = modelsSrv.Shutdown(sctx)
 	scancel()
 	wg.Wait()
 	return runErr
@@ -175,8 +197,26 @@ func (r *Runner) httpHandler() http.Handler {
 		if r.AdapterMapping != nil {
 			detail["adapterMapping"] = r.AdapterMapping.Status()
 		}
+		if entries, ok := r.Models.Entries(); ok {
+			detail["models"] = len(entries)
+		}
+		if r.ModelList != nil {
+			detail["modelList"] = r.ModelList.Status()
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": true, "detail": detail})
+	})
+	return mux
+}
+
+// modelsHandler serves GET /v1/models (the OpenAI model list; other methods
+// get 405) and an OpenAI-style 404 for every other path. The gateway routes
+// only that path here.
+func (r *Runner) modelsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(wire.ModelsPath, r.Models)
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		apierror.UnknownURL(req.Method, req.URL.Path, "The body-based router serves only GET "+wire.ModelsPath+" on this port.").Write(w)
 	})
 	return mux
 }

@@ -20,34 +20,40 @@ import (
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
-// mountedMapping lays out a ConfigMap volume holding the adapter mapping and
-// updates it as the kubelet does: a new directory, then an atomic swap of ..data.
-type mountedMapping struct {
+// mountedConfigMap lays out a ConfigMap volume (the router's: the adapter
+// mapping and the model list) and updates it as the kubelet does: a new
+// directory with every key, then an atomic swap of ..data. Each key is a
+// symlink through ..data.
+type mountedConfigMap struct {
 	t   *testing.T
 	dir string
 	gen int
 }
 
-func newMountedMapping(t *testing.T, content string) *mountedMapping {
-	m := &mountedMapping{t: t, dir: t.TempDir()}
-	m.update(content)
-	if err := os.Symlink(filepath.Join("..data", AdapterMappingFileName), m.path()); err != nil {
-		t.Fatal(err)
+func newMountedConfigMap(t *testing.T, files map[string]string) *mountedConfigMap {
+	m := &mountedConfigMap{t: t, dir: t.TempDir()}
+	m.update(files)
+	for name := range files {
+		if err := os.Symlink(filepath.Join("..data", name), m.path(name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return m
 }
 
-func (m *mountedMapping) path() string { return filepath.Join(m.dir, AdapterMappingFileName) }
+func (m *mountedConfigMap) path(name string) string { return filepath.Join(m.dir, name) }
 
-func (m *mountedMapping) update(content string) {
+func (m *mountedConfigMap) update(files map[string]string) {
 	m.gen++
 	gen := filepath.Join(m.dir, "..2026_gen"+strings.Repeat("_", m.gen))
 	tmp := filepath.Join(m.dir, "..data_tmp")
 	if err := os.Mkdir(gen, 0o755); err != nil {
 		m.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(gen, AdapterMappingFileName), []byte(content), 0o644); err != nil {
-		m.t.Fatal(err)
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(gen, name), []byte(content), 0o644); err != nil {
+			m.t.Fatal(err)
+		}
 	}
 	if err := os.Symlink(filepath.Base(gen), tmp); err != nil {
 		m.t.Fatal(err)
@@ -59,7 +65,7 @@ func (m *mountedMapping) update(content string) {
 
 func startRunner(t *testing.T, o *Options) *Runner {
 	t.Helper()
-	o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
+	o.GRPCPort, o.HealthPort, o.MetricsPort, o.ModelsPort, o.BindAddress = 0, 0, 0, 0, "127.0.0.1"
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -100,9 +106,9 @@ func httpGet(t *testing.T, url string) string {
 }
 
 func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
-	mapping := newMountedMapping(t, "adapters: {sql-lora: llama-8b}")
+	mapping := newMountedConfigMap(t, map[string]string{AdapterMappingFileName: "adapters: {sql-lora: llama-8b}"})
 	o := NewOptions()
-	o.AdapterMappingFile, o.AdapterMappingPollInterval = mapping.path(), 5*time.Millisecond
+	o.AdapterMappingFile, o.AdapterMappingPollInterval = mapping.path(AdapterMappingFileName), 5*time.Millisecond
 	r := startRunner(t, o)
 
 	conn, err := grpc.NewClient(r.Addr("health"), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -134,9 +140,9 @@ func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
 	}
 
 	// An update is picked up by the running watch; wait for it (the watch polls).
-	mapping.update("adapters: {sql-lora: llama-70b}")
+	mapping.update(map[string]string{AdapterMappingFileName: "adapters: {sql-lora: llama-70b}"})
 	waitFor(t, "the updated mapping", func() bool { return baseModel() == "llama-70b" })
-	mapping.update("adapters: [broken")
+	mapping.update(map[string]string{AdapterMappingFileName: "adapters: [broken"})
 	waitFor(t, "the broken mapping to be reported", func() bool {
 		return r.AdapterMapping.Status().Error != ""
 	})

@@ -260,6 +260,5 @@ func isDialError(err error) bool {
 
 // notFoundPath is the OpenAI-style answer for a path the gateway does not serve.
 func notFoundPath(method, path string) *apierror.Error {
-	return &apierror.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-		Message: "Unknown request URL: " + method + " " + path + ". The gateway serves " + strings.Join(InferencePaths, ", ") + " and GET /v1/models."}
+	return apierror.UnknownURL(method, path, "The gateway serves "+strings.Join(InferencePaths, ", ")+" and GET /v1/models.")
 }
