@@ -22,10 +22,21 @@ import (
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/controllers"
+	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/render"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 const ns = "models"
+
+// modelList is the served-model file in the router ConfigMap of config "igw" in ns.
+func modelList() ([]openaimodels.Entry, error) {
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForConfig("igw").AdapterMapping}, &cm); err != nil {
+		return nil, err
+	}
+	return openaimodels.ParseFile([]byte(cm.Data[render.ModelListKey]))
+}
 
 // routeChildren are the children the operator must have created for a route,
 // named by the pure rendering of the live objects.
@@ -117,6 +128,19 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 			_ = k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForConfig("igw").AdapterMapping}, &cm)
 			return cm.Data[render.AdapterMappingKey]
 		}, eventually, poll).Should(ContainSubstring("qwen3-32b-sql: qwen3-32b"))
+		By("the router's model list holds every model and adapter of both routes, adapters with their base model")
+		Eventually(modelList, eventually, poll).Should(Equal([]openaimodels.Entry{
+			{ID: "meta-llama/Llama-3.1-8B-Instruct"}, {ID: "llama-3.1-8b"},
+			{ID: "qwen3-32b"}, {ID: "qwen3-32b-sql", Parent: "qwen3-32b"}, {ID: "qwen3-32b-support", Parent: "qwen3-32b"},
+		}))
+		By("and one route, for the whole config, sends GET /v1/models to the router's model list port")
+		var list gwapiv1.HTTPRoute
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForConfig("igw").ModelList}, &list)).To(Succeed())
+		Expect(list.Spec.Rules).To(HaveLen(1))
+		Expect(list.Spec.Rules[0].Matches).To(ConsistOf(HaveField("Path", And(
+			HaveField("Type", HaveValue(Equal(gwapiv1.PathMatchExact))), HaveField("Value", HaveValue(Equal(wire.ModelsPath)))))))
+		Expect(list.Spec.Rules[0].BackendRefs).To(ConsistOf(HaveField("BackendRef.BackendObjectReference", And(
+			HaveField("Name", BeEquivalentTo(render.NamesForConfig("igw").BBR)), HaveField("Port", HaveValue(BeEquivalentTo(render.BBRModelsPort)))))))
 		quiesce()
 
 		for _, mr := range []*igwv1.ModelRoute{llama, qwen} {
@@ -323,6 +347,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 			_ = k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForConfig("igw").AdapterMapping}, &cm)
 			return cm.Data[render.AdapterMappingKey]
 		}, eventually, poll).Should(Equal("adapters: {}\n"))
+		Eventually(modelList, eventually, poll).Should(Equal([]openaimodels.Entry{{ID: "meta-llama/Llama-3.1-8B-Instruct"}, {ID: "llama-3.1-8b"}}))
 		Eventually(func() []igwv1.ModelSummary { return getConfig(ns, "igw").Status.Models }, eventually, poll).ShouldNot(
 			ContainElement(HaveField("ModelRoute", "qwen")))
 	})
@@ -420,5 +445,7 @@ var _ = Describe("Conditions a person can act on", Ordered, func() {
 		Eventually(gone(&egv1a1.EnvoyExtensionPolicy{}, edge, render.NamesForRoute("orphan").EPPPolicy), eventually, poll).Should(BeTrue())
 		Eventually(gone(&corev1.Service{}, edge, render.NamesForRoute("orphan").PoolService), eventually, poll).Should(BeTrue())
 		Eventually(gone(&egv1a1.EnvoyExtensionPolicy{}, edge, render.NamesForConfig("nowhere").BBRPolicy), eventually, poll).Should(BeTrue())
+		By("the model list route stays: its backend is a plain Service port, which any gateway can reach")
+		Expect(exists(&gwapiv1.HTTPRoute{}, edge, render.NamesForConfig("nowhere").ModelList)()).To(Succeed())
 	})
 })

@@ -285,7 +285,7 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 		}
 	}
 	Expect(t.objects).To(HaveKey("httpRoutes"))
-	Expect(t.objects["httpRoutes"]).To(HaveLen(len(routes) + 1))
+	Expect(t.objects["httpRoutes"]).To(HaveLen(len(routes)+2), "one per model, the catch-all and the model list")
 
 	dump := decodeXDS(t.xds[ns+"/inference-gateway"].Configs)
 	hcm, rc := dump.httpConnectionManager()
@@ -340,6 +340,23 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	Expect(trace.DirectStatus).To(BeEquivalentTo(404))
 	Expect(trace.DirectBody).To(Equal(render.ModelNotFoundBody()))
 
+	By("GET /v1/models goes to the router's model list port, even when a body names a model, and meets no picker")
+	for _, e := range []map[string]envoysim.Effect{nil, effects(firstModel)} {
+		trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: wire.ModelsPath,
+			Headers: map[string]string{wire.HeaderModelName: other}}, e)
+		Expect(err).NotTo(HaveOccurred())
+		modelList := "httproute/" + ns + "/" + render.NamesForConfig(config).ModelList + "/"
+		Expect(trace.FirstRoute).To(HavePrefix(modelList), "an exact path outranks a model route's header match")
+		Expect(trace.Ran).To(Equal([]string{bbr}))
+		Expect(trace.FinalRoute).To(HavePrefix(modelList))
+		checkModelListCluster(dump, trace.Cluster, config)
+	}
+	By("the match is exact: a path below it (OpenAI's retrieve-model) is not the list, and ends on the catch-all")
+	trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: wire.ModelsPath + "/" + firstModel}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(trace.FinalRoute).To(HavePrefix("httproute/" + ns + "/" + render.NamesForConfig(config).CatchAll + "/"))
+	Expect(trace.DirectStatus).To(BeEquivalentTo(404))
+
 	By("the router buffers the body, which is what lets its header re-route, and the pickers stream both ways")
 	for _, hf := range hcm.GetHttpFilters() {
 		var ep extprocv3.ExternalProcessor
@@ -375,6 +392,21 @@ func checkPoolCluster(d xdsDump, name, route string) {
 	var svc corev1.Service
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
 	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))
+}
+
+// checkModelListCluster asserts that a cluster is the router Service's model list port.
+func checkModelListCluster(d xdsDump, name, config string) {
+	Expect(d.clusters).To(HaveKey(name))
+	var svc corev1.Service
+	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForConfig(config).BBR}, &svc)).To(Succeed())
+	var got []string
+	for _, le := range d.endpoints[name].GetEndpoints() {
+		for _, e := range le.GetLbEndpoints() {
+			a := e.GetEndpoint().GetAddress().GetSocketAddress()
+			got = append(got, fmt.Sprintf("%s:%d", a.GetAddress(), a.GetPortValue()))
+		}
+	}
+	Expect(got).To(ConsistOf(fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, render.BBRModelsPort)), "endpoints of cluster %s", name)
 }
 
 // checkPickerCluster asserts that a picker filter talks to its route's EPP Service.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,11 +15,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/pkg/openaimodels"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Body-based router settings inside its pod.
 const (
 	AdapterMappingKey     = "adapters.yaml"
+	ModelListKey          = openaimodels.FileName
 	bbrMappingMountPath   = "/etc/igw/bbr"
 	bbrMappingVolume      = "adapters"
 	defaultMaxRequestBody = 4 << 20
@@ -32,7 +36,7 @@ const (
 type ConfigInput struct {
 	Config *igwv1.InferenceGatewayConfig
 	// Routes are the ModelRoutes that refer to the config; their adapters make
-	// up the body-based router's mapping.
+	// up the body-based router's mapping, their models and adapters its model list.
 	Routes []igwv1.ModelRoute
 	Images Images
 }
@@ -71,9 +75,13 @@ func Config(in ConfigInput) (ConfigOutput, error) {
 		if err != nil {
 			return ConfigOutput{}, err
 		}
+		list, err := openaimodels.MarshalFile(ModelList(in.Routes))
+		if err != nil {
+			return ConfigOutput{}, err
+		}
 		out.Objects = append(out.Objects,
 			&corev1.ConfigMap{TypeMeta: typeMeta("v1", KindConfigMap), ObjectMeta: local(n.AdapterMapping),
-				Data: map[string]string{AdapterMappingKey: string(data)}},
+				Data: map[string]string{AdapterMappingKey: string(data), ModelListKey: string(list)}},
 			bbrDeployment(cfg, in.Images, local(n.BBR), n),
 			bbrService(cfg, local(n.BBR)),
 		)
@@ -82,6 +90,9 @@ func Config(in ConfigInput) (ConfigOutput, error) {
 		out.Objects = append(out.Objects, modelNotFoundFilter(local(n.ModelNotFound)))
 	}
 	out.Objects = append(out.Objects, catchAllRoute(local(n.CatchAll), gw, n, envoyGateway))
+	if BBREnabled(cfg) {
+		out.Objects = append(out.Objects, modelListRoute(local(n.ModelList), gw, n.BBR))
+	}
 	if envoyGateway {
 		if BBREnabled(cfg) {
 			out.Objects = append(out.Objects, bbrExtensionPolicy(atGateway(n.BBRPolicy), gw, n.BBR, cfg.Namespace))
@@ -113,19 +124,9 @@ func maxRequestBody(cfg *igwv1.InferenceGatewayConfig) int64 {
 // without one belongs to its route's only model. Routes are taken in name
 // order, so when two disagree the result is stable and the conflict reported.
 func AdapterMapping(routes []igwv1.ModelRoute) (map[string]string, []string) {
-	sorted := slices.Clone(routes)
-	slices.SortFunc(sorted, func(a, b igwv1.ModelRoute) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
 	mapping := map[string]string{}
 	var conflicts []string
-	for _, mr := range sorted {
+	for _, mr := range byName(routes) {
 		for _, a := range mr.Spec.Adapters {
 			base := string(a.BaseModel)
 			if base == "" && len(mr.Spec.Models) > 0 {
@@ -142,6 +143,39 @@ func AdapterMapping(routes []igwv1.ModelRoute) (map[string]string, []string) {
 	}
 	slices.Sort(conflicts)
 	return mapping, conflicts
+}
+
+// byName returns the routes sorted by name: the order in which the first of
+// several routes claiming a name wins.
+func byName(routes []igwv1.ModelRoute) []igwv1.ModelRoute {
+	sorted := slices.Clone(routes)
+	slices.SortFunc(sorted, func(a, b igwv1.ModelRoute) int { return strings.Compare(a.Name, b.Name) })
+	return sorted
+}
+
+// ModelList is what the body-based router answers GET /v1/models with: every
+// name the routes serve, each route's models and then its adapters (with their
+// base model as parent, as AdapterMapping resolves it), routes in name order.
+// A name several routes claim is listed once, as the first route has it.
+func ModelList(routes []igwv1.ModelRoute) []openaimodels.Entry {
+	mapping, _ := AdapterMapping(routes)
+	seen := map[string]bool{}
+	var out []openaimodels.Entry
+	add := func(e openaimodels.Entry) {
+		if !seen[e.ID] {
+			seen[e.ID] = true
+			out = append(out, e)
+		}
+	}
+	for _, mr := range byName(routes) {
+		for _, m := range mr.Spec.Models {
+			add(openaimodels.Entry{ID: string(m)})
+		}
+		for _, a := range mr.Spec.Adapters {
+			add(openaimodels.Entry{ID: string(a.Name), Parent: mapping[string(a.Name)]})
+		}
+	}
+	return out
 }
 
 // MarshalAdapterMapping writes the body-based router's --adapter-mapping-file:
@@ -169,14 +203,17 @@ func bbrDeployment(cfg *igwv1.InferenceGatewayConfig, images Images, m metav1.Ob
 			"--grpc-port=" + strconv.Itoa(BBRGRPCPort),
 			"--health-port=" + strconv.Itoa(BBRHealthPort),
 			"--metrics-port=" + strconv.Itoa(BBRMetricsPort),
+			"--models-port=" + strconv.Itoa(BBRModelsPort),
 			"--max-request-body-bytes=" + strconv.FormatInt(maxRequestBody(cfg), 10),
 			"--adapter-mapping-file=" + bbrMappingMountPath + "/" + AdapterMappingKey,
+			"--model-list-file=" + bbrMappingMountPath + "/" + ModelListKey,
 			"--body-mode=" + bbrBodyMode,
 		},
 		Ports: []corev1.ContainerPort{
 			{Name: PortNameGRPC, ContainerPort: BBRGRPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: PortNameHealth, ContainerPort: BBRHealthPort, Protocol: corev1.ProtocolTCP},
 			{Name: PortNameMetrics, ContainerPort: BBRMetricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: PortNameModels, ContainerPort: BBRModelsPort, Protocol: corev1.ProtocolTCP},
 		},
 		ReadinessProbe: grpcProbe(BBRHealthPort),
 		LivenessProbe:  grpcProbe(BBRHealthPort),
@@ -200,6 +237,7 @@ func bbrService(cfg *igwv1.InferenceGatewayConfig, m metav1.ObjectMeta) *corev1.
 		Ports: []corev1.ServicePort{
 			servicePort(PortNameGRPC, BBRGRPCPort, AppProtocolH2C),
 			servicePort(PortNameMetrics, BBRMetricsPort, ""),
+			servicePort(PortNameModels, BBRModelsPort, ""),
 		},
 	}}
 }
@@ -236,6 +274,32 @@ func catchAllRoute(m metav1.ObjectMeta, gw GatewayTarget, n ConfigNames, envoyGa
 		Spec: gwapiv1.HTTPRouteSpec{
 			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{gw.parentRef()}},
 			Rules:           []gwapiv1.HTTPRouteRule{rule},
+		},
+	}
+}
+
+// modelListRoute sends GET /v1/models (every method, so that the router's 405
+// answers the others) to the body-based router's models port, which lists every
+// model and adapter the config's routes serve. An exact path match outranks
+// every model route and the catch-all (Gateway API precedence: exact path
+// first), whatever model header a request carries. The backend is a plain
+// Service port, so the rule needs no ext_proc and works on any Gateway API
+// implementation; with Envoy Gateway the router's Gateway-wide ext_proc still
+// runs on it and passes the bodiless GET through.
+func modelListRoute(m metav1.ObjectMeta, gw GatewayTarget, bbrService string) *gwapiv1.HTTPRoute {
+	exact := gwapiv1.PathMatchExact
+	path := wire.ModelsPath
+	port := gwapiv1.PortNumber(BBRModelsPort)
+	return &gwapiv1.HTTPRoute{
+		TypeMeta:   typeMeta(gwapiv1.GroupVersion.String(), KindHTTPRoute),
+		ObjectMeta: m,
+		Spec: gwapiv1.HTTPRouteSpec{
+			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{gw.parentRef()}},
+			Rules: []gwapiv1.HTTPRouteRule{{
+				Matches: []gwapiv1.HTTPRouteMatch{{Path: &gwapiv1.HTTPPathMatch{Type: &exact, Value: &path}}},
+				BackendRefs: []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{
+					Name: gwapiv1.ObjectName(bbrService), Port: &port}}}},
+			}},
 		},
 	}
 }

@@ -42,6 +42,7 @@ const (
 	SuffixEPPPolicy      = "-igw-epp"
 	SuffixBBRPolicy      = "-igw-bbr"
 	SuffixCatchAll       = "-catch-all"
+	SuffixModelList      = "-model-list"
 	SuffixModelNotFound  = "-model-not-found"
 	SuffixBufferLimit    = "-igw-buffer"
 	SuffixAuth           = "-igw-auth"
@@ -91,7 +92,7 @@ func NamesForRoute(name string) RouteNames {
 
 // Names of an InferenceGatewayConfig's children.
 type ConfigNames struct {
-	BBR, AdapterMapping, BBRPolicy, ReferenceGrant, CatchAll, ModelNotFound, BufferLimit, Auth, ManagedGateway string
+	BBR, AdapterMapping, BBRPolicy, ReferenceGrant, CatchAll, ModelList, ModelNotFound, BufferLimit, Auth, ManagedGateway string
 }
 
 // NamesForConfig returns the child names of the config called name.
@@ -102,6 +103,7 @@ func NamesForConfig(name string) ConfigNames {
 		BBRPolicy:      ChildName(name, SuffixBBRPolicy),
 		ReferenceGrant: ChildName(name, SuffixReferenceGrant),
 		CatchAll:       ChildName(name, SuffixCatchAll),
+		ModelList:      ChildName(name, SuffixModelList),
 		ModelNotFound:  ChildName(name, SuffixModelNotFound),
 		BufferLimit:    ChildName(name, SuffixBufferLimit),
 		Auth:           ChildName(name, SuffixAuth),

@@ -24,10 +24,12 @@ const (
 	BBRGRPCPort    = 9004
 	BBRHealthPort  = 9005
 	BBRMetricsPort = 9090
+	BBRModelsPort  = 9006
 
 	PortNameGRPC    = "grpc"
 	PortNameHealth  = "grpc-health"
 	PortNameMetrics = "metrics"
+	PortNameModels  = "models"
 	// AppProtocolH2C tells gateways that the ext_proc ports speak cleartext HTTP/2.
 	AppProtocolH2C = "kubernetes.io/h2c"
 )

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	eppconfig "github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+	"github.com/igw-dev/igw/pkg/openaimodels"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current rendering")
@@ -341,6 +343,92 @@ func TestAdapterMapping(t *testing.T) {
 	data, err := MarshalAdapterMapping(nil)
 	if err != nil || string(data) != "adapters: {}\n" {
 		t.Fatalf("empty mapping %q %v", data, err)
+	}
+}
+
+func TestModelList(t *testing.T) {
+	// Routes arrive in any order; the first by name wins a name two of them claim.
+	b := testRoute("b", "base-b", "shared")
+	b.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "sql", BaseModel: "base-b"}, {Name: "code", BaseModel: "shared"}}
+	a := testRoute("a", "base-a", "shared")
+	a.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "sql", BaseModel: "base-a"}, {Name: "chat", BaseModel: "shared"}}
+	c := testRoute("c", "base-c")
+	c.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "only"}}
+	routes := []igwv1.ModelRoute{*c, *b, *a}
+	want := []openaimodels.Entry{
+		{ID: "base-a"}, {ID: "shared"}, {ID: "sql", Parent: "base-a"}, {ID: "chat", Parent: "shared"},
+		{ID: "base-b"}, {ID: "code", Parent: "shared"},
+		{ID: "base-c"}, {ID: "only", Parent: "base-c"},
+	}
+	if got := ModelList(routes); !reflect.DeepEqual(got, want) {
+		t.Fatalf("model list\n%+v\nwant\n%+v", got, want)
+	}
+	mapping, _ := AdapterMapping(routes)
+	for _, e := range ModelList(routes) {
+		if e.Parent != mapping[e.ID] {
+			t.Errorf("%s: parent %q in the list, base model %q in the adapter mapping: the router would list one and route another", e.ID, e.Parent, mapping[e.ID])
+		}
+	}
+
+	// The ConfigMap the router mounts holds the list, in the file form the router parses.
+	out, err := Config(ConfigInput{Config: testConfig(), Routes: routes, Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := openaimodels.ParseFile([]byte(configMapData(t, out.Objects, out.Names.AdapterMapping, ModelListKey)))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("the rendered file parses to %+v (%v), want %+v", got, err, want)
+	}
+	out, err = Config(ConfigInput{Config: testConfig(), Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := openaimodels.ParseFile([]byte(configMapData(t, out.Objects, out.Names.AdapterMapping, ModelListKey))); err != nil || len(got) != 0 {
+		t.Fatalf("without routes: %v %v, want a valid empty list", got, err)
+	}
+}
+
+func TestModelListRouteFollowsTheRouter(t *testing.T) {
+	for _, provider := range []igwv1.GatewayProvider{igwv1.ProviderEnvoyGateway, igwv1.ProviderNative} {
+		for _, enabled := range []bool{true, false} {
+			cfg := testConfig()
+			cfg.Spec.Gateway.Provider = provider
+			cfg.Spec.BBR.Enabled = ptr(enabled)
+			out, err := Config(ConfigInput{Config: cfg, Images: testImages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var route *gwapiv1.HTTPRoute
+			for _, o := range out.Objects {
+				if hr, ok := o.(*gwapiv1.HTTPRoute); ok && hr.Name == out.Names.ModelList {
+					route = hr
+				}
+			}
+			if !enabled {
+				if route != nil {
+					t.Errorf("%s without the router: a model list route to a router that does not run", provider)
+				}
+				continue
+			}
+			if route == nil {
+				t.Fatalf("%s: no model list route", provider)
+			}
+			if len(route.Spec.Rules) != 1 || len(route.Spec.Rules[0].Matches) != 1 {
+				t.Fatalf("%s: rules %+v, want one rule with one match", provider, route.Spec.Rules)
+			}
+			rule := route.Spec.Rules[0]
+			m := rule.Matches[0]
+			if *m.Path.Type != gwapiv1.PathMatchExact || *m.Path.Value != "/v1/models" || m.Method != nil ||
+				len(m.Headers) != 0 || len(rule.Filters) != 0 || len(rule.BackendRefs) != 1 {
+				t.Fatalf("%s: rules %+v, want an exact /v1/models match for every method, without filters, and one backend", provider, route.Spec.Rules)
+			}
+			ref := rule.BackendRefs[0]
+			d := deploymentOf(t, out.Objects, out.Names.BBR)
+			if ref.Kind != nil || ref.Name != gwapiv1.ObjectName(out.Names.BBR) || ref.Port == nil || int32(*ref.Port) != BBRModelsPort ||
+				!slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--models-port="+fmt.Sprint(BBRModelsPort)) {
+				t.Fatalf("%s: backend %+v, want the router Service's port the router serves the list on", provider, ref)
+			}
+		}
 	}
 }
 
