@@ -143,7 +143,7 @@ func runDeployment(ns, name string) *process {
 	case render.NameEPP:
 		o := eppoptions.New()
 		o.AddFlags(fs)
-		byFlag = parseArgs(fs, args, &o.GRPCPort, &o.HealthPort, &o.MetricsPort, &o.BindAddress)
+		byFlag = parseArgs(fs, args, &o.BindAddress, map[string]*int{"grpc": &o.GRPCPort, "health": &o.HealthPort, "metrics": &o.MetricsPort})
 		// In the cluster the picker reaches the API server with its service
 		// account's token: here it acts as that account.
 		o.Kubeconfig = serviceAccountKubeconfig(ns, spec.ServiceAccountName)
@@ -160,7 +160,8 @@ func runDeployment(ns, name string) *process {
 	case render.NameBBR:
 		o := bbr.NewOptions()
 		o.AddFlags(fs)
-		byFlag = parseArgs(fs, args, &o.GRPCPort, &o.HealthPort, &o.MetricsPort, &o.BindAddress)
+		byFlag = parseArgs(fs, args, &o.BindAddress,
+			map[string]*int{"grpc": &o.GRPCPort, "health": &o.HealthPort, "metrics": &o.MetricsPort, "models": &o.ModelsPort})
 		o.Complete()
 		Expect(o.Validate()).To(Succeed())
 		br, err := bbr.NewRunner(o, log)
@@ -193,14 +194,18 @@ func runDeployment(ns, name string) *process {
 }
 
 // parseArgs parses the container's arguments with the binary's own flags,
-// then moves its three listeners (gRPC, health, metrics) to free loopback
-// ports, as a pod's own network namespace would make the rendered ports
-// free. It returns the listener each rendered port number opens.
-func parseArgs(fs *pflag.FlagSet, args []string, grpcPort, healthPort, metricsPort *int, bind *string) map[int]string {
+// then moves its listeners (ports, by the name Addr knows each by) to free
+// loopback ports, as a pod's own network namespace would make the rendered
+// ports free. It returns the listener each rendered port number opens.
+func parseArgs(fs *pflag.FlagSet, args []string, bind *string, ports map[string]*int) map[int]string {
 	Expect(fs.Parse(args)).To(Succeed(), "the operator's arguments %q", args)
 	Expect(fs.Args()).To(BeEmpty(), "arguments the binary does not take")
-	byFlag := map[int]string{*grpcPort: "grpc", *healthPort: "health", *metricsPort: "metrics"}
-	*grpcPort, *healthPort, *metricsPort, *bind = 0, 0, 0, "127.0.0.1"
+	byFlag := map[int]string{}
+	for listener, port := range ports {
+		byFlag[*port] = listener
+		*port = 0
+	}
+	*bind = "127.0.0.1"
 	return byFlag
 }
 

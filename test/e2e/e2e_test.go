@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +46,7 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		llama, qwen []*simulator
 		llamaEPP    *process
 		qwenEPP     *process
+		bbrPod      *process
 		front       *envoy
 		oai         openai.Client
 	)
@@ -86,7 +89,7 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		}
 
 		By("running the router and each model's picker from the Deployments and ConfigMaps the operator rendered")
-		bbrPod := runDeployment(ns, render.NamesForConfig(configName).BBR)
+		bbrPod = runDeployment(ns, render.NamesForConfig(configName).BBR)
 		llamaEPP = runDeployment(ns, render.NamesForRoute("llama").EPP)
 		qwenEPP = runDeployment(ns, render.NamesForRoute("qwen").EPP)
 		Expect(fixtures.ProgramGateway(ctx, k8s, ns, gatewayName)).To(Succeed())
@@ -161,6 +164,59 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		after := completedBy(all...)
 		Expect(served(before, after, llama)).To(Equal(sent["llama"]))
 		Expect(served(before, after, qwen)).To(Equal(sent["qwen"]))
+	})
+
+	It("lists every served model and adapter to openai-go's Models.List, from the router's model list route", func() {
+		// listed is the list as the client sees it: "id" for a model, "id<parent" for an adapter.
+		listed := func() []string {
+			var resp *http.Response
+			page, err := oai.Models.List(ctx, option.WithResponseInto(&resp))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(page.Object).To(Equal("list"))
+			Expect(resp.Header.Get(headerUpstream)).To(Equal(bbrPod.ports[render.BBRModelsPort]), "the front routed the list to the router's models port")
+			var ids []string
+			for _, m := range page.Data {
+				Expect(string(m.Object)).To(Equal("model"), m.ID)
+				Expect(m.OwnedBy).To(Equal("igw"), m.ID)
+				Expect(m.Created).To(BeNumerically(">", 0), m.ID)
+				parent, ok := m.JSON.ExtraFields["parent"]
+				Expect(ok).To(BeTrue(), "%s has no parent field (null for a model, the base model for an adapter)", m.ID)
+				var p *string
+				Expect(json.Unmarshal([]byte(parent.Raw()), &p)).To(Succeed(), m.ID)
+				if p != nil {
+					ids = append(ids, m.ID+"<"+*p)
+				} else {
+					ids = append(ids, m.ID)
+				}
+			}
+			return ids
+		}
+		served := []string{llamaModel, llamaAlias, qwenModel, sqlAdapter + "<" + qwenModel, faqAdapter + "<" + qwenModel}
+		Expect(listed()).To(ConsistOf(served))
+
+		By("the list follows a ModelRoute: an adapter added appears, and goes again when it is removed")
+		const added = "qwen3-32b-new"
+		setAdapters := func(adapters ...igwv1.LoRAAdapter) {
+			Eventually(func() error {
+				mr := getRoute("qwen")
+				mr.Spec.Adapters = adapters
+				return k8s.Update(ctx, mr)
+			}, eventually, poll).Should(Succeed())
+		}
+		original := getRoute("qwen").Spec.Adapters
+		setAdapters(append(slices.Clone(original), igwv1.LoRAAdapter{Name: added})...)
+		Eventually(listed, eventually, poll).Should(ConsistOf(append(slices.Clone(served), added+"<"+qwenModel)))
+		setAdapters(original...)
+		Eventually(listed, eventually, poll).Should(ConsistOf(served))
+
+		By("another method on the path gets the router's OpenAI 405, even with a body naming a model")
+		resp, err := http.Post(front.URL+"/v1/models", "application/json", strings.NewReader(`{"model":"`+llamaModel+`"}`))
+		Expect(err).NotTo(HaveOccurred())
+		body := readBody(resp.Body)
+		Expect(resp.StatusCode).To(Equal(http.StatusMethodNotAllowed), body)
+		Expect(resp.Header.Get("Allow")).To(Equal("GET, HEAD"))
+		Expect(body).To(ContainSubstring(`"code":"method_not_allowed"`))
+		Expect(resp.Header.Get(headerUpstream)).To(Equal(bbrPod.ports[render.BBRModelsPort]), "no model server may see it")
 	})
 
 	It("answers a model nobody serves with the OpenAI 404 error, streamed and not, from the catch-all route", func() {

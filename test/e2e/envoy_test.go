@@ -50,7 +50,9 @@ const headerUpstream = "x-e2e-upstream"
 // Deployment the Service selects (a process of runDeployment). A backendRef of
 // a route is a Service or an InferencePool: the endpoint override must be one
 // of its ready endpoints, or the request fails (Envoy would fall back to its
-// load balancer, which would hide a wrong pick).
+// load balancer, which would hide a wrong pick). A route with no picker and no
+// override (the model list's) goes to the pod behind its Service, as the
+// Deployment processes are reached for ext_proc.
 type envoy struct {
 	gateway types.NamespacedName
 	pods    []*process
@@ -209,12 +211,24 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
+	backend := rule.BackendRefs[0].BackendObjectReference
 	dest, err := e.destination(rc, m.route, h)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoOverride) && len(routeProcs) == 0:
+		// No picker and no override: Envoy balances over the backend
+		// Service's endpoints, here the one pod process behind it.
+		if (backend.Kind != nil && *backend.Kind != "Service") || backend.Port == nil {
+			return fmt.Errorf("HTTPRoute %s: backendRef %+v is not a Service port", m.route.Name, backend)
+		}
+		if dest, err = e.servicePod(rc, refNamespace(backend, m.route.Namespace), string(backend.Name), int32(*backend.Port)); err != nil {
+			return err
+		}
+	case err != nil:
 		return err
-	}
-	if err := e.checkEndpoint(rc, m.route.Namespace, rule.BackendRefs[0].BackendObjectReference, dest); err != nil {
-		return err
+	default:
+		if err := e.checkEndpoint(rc, m.route.Namespace, backend, dest); err != nil {
+			return err
+		}
 	}
 	upCtx := rc
 	if t := rule.Timeouts; t != nil && t.Request != nil {
@@ -572,8 +586,11 @@ func (e *envoy) destination(ctx context.Context, route *gwapiv1.HTTPRoute, h ext
 			return "", fmt.Errorf("the request has no %s header for BackendTrafficPolicy %s", *from.Header, p.Name)
 		}
 	}
-	return "", fmt.Errorf("no BackendTrafficPolicy with an endpoint override targets HTTPRoute %s", route.Name)
+	return "", fmt.Errorf("%w targets HTTPRoute %s", errNoOverride, route.Name)
 }
+
+// errNoOverride: a route that no picker serves has no endpoint override either.
+var errNoOverride = errors.New("no BackendTrafficPolicy with an endpoint override")
 
 // checkEndpoint requires dest to be a ready endpoint of the backendRef: a
 // Service (its selector, the targetPort of the referenced port) or an
