@@ -341,9 +341,15 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	Expect(trace.DirectBody).To(Equal(render.ModelNotFoundBody()))
 
 	By("GET /v1/models goes to the router's model list port, even when a body names a model, and meets no picker")
-	for _, e := range []map[string]envoysim.Effect{nil, effects(firstModel)} {
-		trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: wire.ModelsPath,
-			Headers: map[string]string{wire.HeaderModelName: other}}, e)
+	for _, req := range []struct {
+		headers map[string]string
+		effects map[string]envoysim.Effect
+	}{
+		{nil, nil}, // a GET: no body, so the router sets nothing
+		{map[string]string{wire.HeaderModelName: other}, nil},
+		{map[string]string{wire.HeaderModelName: other}, effects(firstModel)},
+	} {
+		trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: wire.ModelsPath, Headers: req.headers}, req.effects)
 		Expect(err).NotTo(HaveOccurred())
 		modelList := "httproute/" + ns + "/" + render.NamesForConfig(config).ModelList + "/"
 		Expect(trace.FirstRoute).To(HavePrefix(modelList), "an exact path outranks a model route's header match")
