@@ -28,5 +28,5 @@ ENTRYPOINT ["/epp"]
 FROM gcr.io/distroless/static-debian12:nonroot AS bbr
 COPY --from=build /out/bbr /bbr
 USER 65532:65532
-EXPOSE 9004
+EXPOSE 9004 9006
 ENTRYPOINT ["/bbr"]
