@@ -1,6 +1,6 @@
 // Package cli is igw-bench's command line (cmd/igw-bench is a thin main):
 //
-//	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--mode des|live]
+//	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
 //	               [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
 //	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
 //	               [--mode des|live] [--duration D] [--parallel N] [--speedup K]
@@ -65,7 +65,7 @@ type policyChecker interface {
 
 const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
 
-  igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--mode des|live]
+  igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
                  [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
   igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
                  [--mode des|live] [--duration D] [--parallel N] [--speedup K]
@@ -217,6 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	file := fs.String("scenario", "", "scenario file (required)")
 	format := fs.String("format", "table", "json or table")
 	traces := fs.String("trace", "", "directory to write every request's record into, one CSV per policy and seed")
+	first := fs.Int("first-seed", 1, "first seed: runs seeds S..S+N-1 (a held-out set besides the grid's 1..N)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -225,6 +226,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *format != "json" && *format != "table" {
 		return fmt.Errorf("--format must be json or table, got %q", *format)
+	}
+	if *first < 1 {
+		return fmt.Errorf("--first-seed must be at least 1")
 	}
 	sc, err := loadShortened(*file, c.duration)
 	if err != nil {
@@ -236,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var jobs []bench.Job
 	for _, p := range names {
-		for seed := 1; seed <= c.seeds; seed++ {
+		for seed := *first; seed < *first+c.seeds; seed++ {
 			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: uint64(seed)})
 		}
 	}
@@ -261,7 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	return bench.WriteTable(stdout, fmt.Sprintf("%s (%s, median of %d seeds)", sc.Name, b.Mode(), c.seeds), rep.Summary, names)
+	return bench.WriteTable(stdout, fmt.Sprintf("%s (%s, median of seeds %d..%d)", sc.Name, b.Mode(), *first, *first+c.seeds-1), rep.Summary, names)
 }
 
 // writeRun saves a run's JSON and TTFT CDF plot into dir.

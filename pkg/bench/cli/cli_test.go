@@ -54,6 +54,32 @@ func TestRunPrintsOneContractJSONObject(t *testing.T) {
 	}
 }
 
+func TestFirstSeedChoosesTheSeeds(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "run", "--scenario", small, "--format", "json", "--policies", "random",
+		"--seeds", "2", "--first-seed", "4", "--duration", "5s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Results []struct {
+			Seed int `json:"seed"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var seeds []int
+	for _, r := range rep.Results {
+		seeds = append(seeds, r.Seed)
+	}
+	if len(seeds) != 2 || seeds[0] != 4 || seeds[1] != 5 {
+		t.Fatalf("--seeds 2 --first-seed 4 ran seeds %v, want [4 5]", seeds)
+	}
+	if _, stderr, code := runCLI(t, "run", "--scenario", small, "--first-seed", "0"); code == 0 || !strings.Contains(stderr, "--first-seed must be at least 1") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestUnknownScenarioKeyIsNamed(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "typo.yaml")
 	data, _ := os.ReadFile(small)
