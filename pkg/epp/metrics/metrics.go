@@ -32,6 +32,8 @@ const (
 	ConfigReloads            = "igw_epp_config_reloads_total"
 	ConfigValid              = "igw_epp_config_valid"
 	ConfigLastReloadUnixTime = "igw_epp_config_last_successful_reload_timestamp_seconds"
+	Leader                   = "igw_epp_leader"
+	StandbyRefusals          = "igw_epp_standby_refused_streams_total"
 )
 
 // Metrics is one registry with every collector.
@@ -55,6 +57,8 @@ type Metrics struct {
 	ConfigReloads      *prometheus.CounterVec // result: success, failure
 	ConfigValid        prometheus.Gauge
 	ConfigLastReload   prometheus.Gauge
+	Leader             prometheus.Gauge   // 1 while this replica serves picks
+	StandbyRefusals    prometheus.Counter // ext_proc streams a standby refused
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 4, 8, 16, 32}
@@ -98,9 +102,13 @@ func New() *Metrics {
 		Help: "1 when the configuration file on disk is the one in effect, 0 when it was rejected."})
 	m.ConfigLastReload = prometheus.NewGauge(prometheus.GaugeOpts{Name: ConfigLastReloadUnixTime,
 		Help: "When the configuration in effect was loaded."})
+	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: Leader,
+		Help: "1 while this replica is the active picker (it holds the leader Lease; always 1 without --leader-elect), 0 on a standby."})
+	m.StandbyRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: StandbyRefusals,
+		Help: "ext_proc streams refused with UNAVAILABLE because this replica is a standby; more than a trickle means the proxy reaches standbys."})
 	for _, c := range []prometheus.Collector{m.Decisions, m.SchedulingDuration, m.RequestPathLatency, m.Responses,
 		m.Picks, m.TTFT, m.InterToken, m.PrefillRate, m.DecodeStep, m.Tokens, m.Scrapes, m.ScrapeDuration,
-		m.ModelListReads, m.Endpoints, m.ConfigReloads, m.ConfigValid, m.ConfigLastReload,
+		m.ModelListReads, m.Endpoints, m.ConfigReloads, m.ConfigValid, m.ConfigLastReload, m.Leader, m.StandbyRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

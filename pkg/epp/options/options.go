@@ -2,6 +2,8 @@
 package options
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"time"
@@ -41,7 +43,37 @@ type Options struct {
 
 	MaxBodyBytes int64
 	Seed         uint64
+
+	// LeaderElect runs the picker active-passive: replicas elect a leader
+	// through a coordination.k8s.io Lease, only the leader reports ready and
+	// answers ext_proc, and standbys keep their endpoints and telemetry warm.
+	// Several active replicas would each see only their share of a
+	// conversation's turns, so prefix affinity would fall to about 1/N.
+	LeaderElect bool
+	// LeaseName and LeaseNamespace name the Lease (defaults: <pool>-epp in
+	// the pool's namespace, which is what the operator's Role allows).
+	LeaseName      string
+	LeaseNamespace string
+	// Identity is this replica's name in the Lease (default: the host name,
+	// which is the Pod's name in a cluster, plus a random suffix so that two
+	// processes on one host never both believe they hold the lease).
+	Identity string
+	// LeaseDuration is how long a standby waits after the last renewal it
+	// saw before taking over: the failover time when a leader dies without
+	// releasing the lease. RenewDeadline is how long the leader keeps
+	// retrying a renewal before it steps down; RetryPeriod is the interval
+	// between attempts, and so the failover time after a clean release.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 }
+
+// leaseNameSuffix makes the default Lease name from the pool's name.
+const leaseNameSuffix = "-epp"
+
+// DefaultLeaseName is the Lease a picker of pool elects its leader through
+// unless --leader-elect-lease-name says otherwise.
+func DefaultLeaseName(pool string) string { return pool + leaseNameSuffix }
 
 // New returns the defaults.
 func New() *Options {
@@ -55,6 +87,11 @@ func New() *Options {
 		ModelsInterval:     5 * time.Second,
 		ModelsTimeout:      2 * time.Second,
 		MaxBodyBytes:       64 << 20,
+		// client-go's and kube-controller-manager's defaults: a dead leader
+		// is replaced within 15 s, a released lease within about 2 s.
+		LeaseDuration: 15 * time.Second,
+		RenewDeadline: 10 * time.Second,
+		RetryPeriod:   2 * time.Second,
 	}
 }
 
@@ -79,6 +116,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ModelsTimeout, "models-timeout", o.ModelsTimeout, "Timeout of one model list read.")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body buffered for scheduling; larger ones get 413.")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the tie-breaking random source.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run active-passive: elect a leader through a Lease; only the leader reports ready and serves ext_proc, standbys keep endpoints and telemetry warm. Needs --pool-name.")
+	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "Name of the leader election Lease (default: <pool-name>-epp).")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-lease-namespace", o.LeaseNamespace, "Namespace of the leader election Lease (default: the pool's namespace).")
+	fs.StringVar(&o.Identity, "leader-elect-identity", o.Identity, "This replica's identity in the Lease (default: host name plus a random suffix).")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long standbys wait after the leader's last renewal before taking over (whole seconds).")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries a renewal before stepping down to standby.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between attempts to acquire or renew the Lease.")
 }
 
 // Complete fills defaults that depend on other options or the environment.
@@ -92,6 +136,27 @@ func (o *Options) Complete() {
 	if o.ScrapeTimeout <= 0 {
 		o.ScrapeTimeout = o.ScrapeInterval
 	}
+	if o.LeaderElect {
+		if o.LeaseName == "" && o.PoolName != "" {
+			o.LeaseName = DefaultLeaseName(o.PoolName)
+		}
+		if o.LeaseNamespace == "" {
+			o.LeaseNamespace = o.PoolNamespace
+		}
+		if o.Identity == "" {
+			o.Identity = defaultIdentity()
+		}
+	}
+}
+
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "epp"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "_" + hex.EncodeToString(b)
 }
 
 // Validate rejects inconsistent options.
@@ -127,6 +192,32 @@ func (o *Options) Validate() error {
 	}
 	if p := director.StalePolicy(o.StalePolicy); p != director.StaleSaturated && p != director.StaleFilter {
 		return fmt.Errorf("--stale-policy must be saturated or filter, got %q", o.StalePolicy)
+	}
+	if o.LeaderElect {
+		return o.validateLeaderElection()
+	}
+	return nil
+}
+
+// validateLeaderElection holds the Lease timings to what client-go's elector
+// needs, with the flag names in the messages rather than its field names.
+func (o *Options) validateLeaderElection() error {
+	const jitter = 1.2 // leaderelection.JitterFactor: retries come up to 20% late
+	switch {
+	case o.EndpointsFile != "":
+		return fmt.Errorf("--leader-elect needs an InferencePool source (--pool-name): with --endpoints-file there is no API server to hold the Lease")
+	case o.LeaseName == "" || o.LeaseNamespace == "":
+		return fmt.Errorf("--leader-elect needs a Lease name and namespace")
+	case o.Identity == "":
+		return fmt.Errorf("--leader-elect-identity must not be empty")
+	case o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0:
+		return fmt.Errorf("--leader-elect-lease-duration must be a whole number of seconds, at least 1s (a Lease stores seconds), got %s", o.LeaseDuration)
+	case o.RenewDeadline <= 0 || o.RenewDeadline >= o.LeaseDuration:
+		// The leader must give up before a standby may take over, or both serve.
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be positive and shorter than --leader-elect-lease-duration (%s)", o.RenewDeadline, o.LeaseDuration)
+	case o.RetryPeriod <= 0 || float64(o.RenewDeadline) <= jitter*float64(o.RetryPeriod):
+		// At least one renewal attempt must fit in the deadline.
+		return fmt.Errorf("--leader-elect-retry-period (%s) must be positive and shorter than --leader-elect-renew-deadline / 1.2 (%s / 1.2)", o.RetryPeriod, o.RenewDeadline)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package options
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +53,52 @@ func TestModelsIntervalZeroTurnsReadsOff(t *testing.T) {
 	o, err := parse(t, "--pool-name", "a", "--models-interval", "0", "--models-timeout", "0s")
 	if err != nil || o.ModelsInterval != 0 {
 		t.Fatalf("interval %v, err %v", o.ModelsInterval, err)
+	}
+}
+
+// TestLeaderElection: the Lease defaults come from the pool, two processes
+// never share a default identity, and timings client-go's elector would
+// refuse (or that would let two leaders overlap) fail here, by flag name.
+func TestLeaderElection(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "models")
+	o, err := parse(t, "--pool-name", "llama", "--leader-elect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if o.LeaseName != "llama-epp" || o.LeaseNamespace != "models" || !strings.HasPrefix(o.Identity, host+"_") ||
+		o.LeaseDuration != 15*time.Second || o.RenewDeadline != 10*time.Second || o.RetryPeriod != 2*time.Second {
+		t.Fatalf("defaults %+v", o)
+	}
+	if other, _ := parse(t, "--pool-name", "llama", "--leader-elect"); other.Identity == o.Identity {
+		t.Fatalf("two processes got the same identity %q", o.Identity)
+	}
+	o, err = parse(t, "--pool-name", "llama", "--pool-namespace", "a", "--leader-elect", "--leader-elect-lease-name", "l",
+		"--leader-elect-lease-namespace", "b", "--leader-elect-identity", "pod-0")
+	if err != nil || o.LeaseName != "l" || o.LeaseNamespace != "b" || o.Identity != "pod-0" {
+		t.Fatalf("overrides %+v, %v", o, err)
+	}
+	if o, err := parse(t, "--pool-name", "llama"); err != nil || o.LeaseName != "" || o.Identity != "" {
+		t.Fatalf("without --leader-elect: %+v, %v", o, err)
+	}
+
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"endpoints file":   {[]string{"--endpoints-file", "f"}, "--leader-elect needs an InferencePool source"},
+		"fractional lease": {[]string{"--pool-name", "a", "--leader-elect-lease-duration", "1500ms", "--leader-elect-renew-deadline", "1s", "--leader-elect-retry-period", "100ms"}, "whole number of seconds"},
+		"renew >= lease":   {[]string{"--pool-name", "a", "--leader-elect-lease-duration", "10s"}, "--leader-elect-renew-deadline (10s) must be positive and shorter"},
+		"retry too long":   {[]string{"--pool-name", "a", "--leader-elect-retry-period", "9s"}, "--leader-elect-retry-period (9s)"},
+		"no retry":         {[]string{"--pool-name", "a", "--leader-elect-retry-period", "0s"}, "--leader-elect-retry-period (0s)"},
+	} {
+		_, err := parse(t, append(c.args, "--leader-elect")...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to contain %q", name, err, c.want)
+		}
+	}
+	// The same timings are fine without --leader-elect, which ignores them.
+	if _, err := parse(t, "--pool-name", "a", "--leader-elect-retry-period", "0s"); err != nil {
+		t.Fatalf("timings checked without --leader-elect: %v", err)
 	}
 }

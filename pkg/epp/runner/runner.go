@@ -18,8 +18,10 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -51,6 +53,8 @@ type Runner struct {
 	sourceReady func() bool
 	runSource   func(context.Context) error
 	health      *health.Server
+	// leadership is nil without --leader-elect: the replica always serves.
+	leadership *leadership
 
 	mu    sync.Mutex
 	addrs map[string]string
@@ -105,6 +109,15 @@ func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 		k := &source.Kube{Config: cfg, Namespace: o.PoolNamespace, PoolName: o.PoolName, Store: r.Store, Log: log}
 		r.sourceReady = k.Synced
 		r.runSource = k.Run
+		if o.LeaderElect {
+			// The same API server and credentials as the pool source.
+			if r.leadership, err = newLeadership(cfg, o, log, func(bool) { r.updateHealth() }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.leadership == nil {
+		r.Metrics.Leader.Set(1)
 	}
 	r.ExtProc = &server.ExtProc{Director: r.Director, Metrics: r.Metrics, Log: log, MaxBodyBytes: o.MaxBodyBytes}
 	return r, nil
@@ -129,9 +142,26 @@ func (r *Runner) Addr(name string) string {
 	return r.addrs[name]
 }
 
-// Ready reports whether the picker can route: a configuration is in effect
-// and the endpoint source has delivered its first view.
+// Ready reports whether the picker routes: a configuration is in effect, the
+// endpoint source has delivered its first view and, with --leader-elect, this
+// replica leads. A standby is not ready, so that the picker's Service (and
+// with it the proxy) sends ext_proc streams to the leader only.
 func (r *Runner) Ready() (bool, map[string]any) {
+	ok, detail := r.warm()
+	if l := r.leadership; l != nil {
+		detail["identity"] = l.identity
+		if l.isLeading() {
+			detail["leaderElection"] = "leader"
+		} else {
+			detail["leaderElection"] = l.standby()
+			ok = false
+		}
+	}
+	return ok, detail
+}
+
+// warm reports whether the picker could route if it led.
+func (r *Runner) warm() (bool, map[string]any) {
 	detail := map[string]any{"endpoints": r.Store.Len(), "sourceSynced": r.sourceReady()}
 	ok := r.sourceReady() && r.Director.Pipeline() != nil
 	if r.Watcher != nil {
@@ -140,6 +170,24 @@ func (r *Runner) Ready() (bool, map[string]any) {
 		ok = ok && st.Loaded
 	}
 	return ok, detail
+}
+
+// Leading reports whether this replica serves picks: always without
+// --leader-elect, else while it holds the lease.
+func (r *Runner) Leading() bool { return r.leadership == nil || r.leadership.isLeading() }
+
+// refuseStandby turns away ext_proc streams that reach a standby anyway (the
+// proxy's endpoints lag the readiness change, or a misconfigured Service)
+// with UNAVAILABLE, which Envoy treats as the processor failing: it applies
+// the filter's failure mode and retry policy rather than routing by a pick
+// from a replica the next request will not ask. A stream already running
+// when leadership ends finishes: its pick was made by a warm replica.
+func (r *Runner) refuseStandby(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !r.leadership.isLeading() {
+		r.Metrics.StandbyRefusals.Inc()
+		return status.Errorf(codes.Unavailable, "endpoint picker %s is a %s: ext_proc is served by the leader", r.leadership.identity, r.leadership.standby())
+	}
+	return handler(srv, ss)
 }
 
 func (r *Runner) listen(name string, port int) (net.Listener, error) {
@@ -173,7 +221,11 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 		healthL.Close()
 		return err
 	}
-	extSrv := grpc.NewServer(grpc.MaxRecvMsgSize(int(r.Options.MaxBodyBytes)+(1<<20)), grpc.MaxSendMsgSize(int(r.Options.MaxBodyBytes)+(1<<20)))
+	extOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.Options.MaxBodyBytes) + (1 << 20)), grpc.MaxSendMsgSize(int(r.Options.MaxBodyBytes) + (1 << 20))}
+	if r.leadership != nil {
+		extOpts = append(extOpts, grpc.StreamInterceptor(r.refuseStandby))
+	}
+	extSrv := grpc.NewServer(extOpts...)
 	extprocv3.RegisterExternalProcessorServer(extSrv, r.ExtProc)
 	healthSrv := grpc.NewServer()
 	healthpb.RegisterHealthServer(healthSrv, r.health)
@@ -227,6 +279,12 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 		start("config watcher", func() error { r.Watcher.Run(ctx); return nil })
 	}
 	start("readiness", func() error { r.reportHealth(ctx); return nil })
+	if r.leadership != nil {
+		start("leader election", func() error {
+			r.leadership.run(ctx, func() bool { ok, _ := r.warm(); return ok })
+			return nil
+		})
+	}
 	if ready != nil {
 		close(ready)
 	}
@@ -255,6 +313,25 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	return runErr
 }
 
+// updateHealth sets the gRPC health status and the leader gauge from Ready;
+// leadership changes call it at once rather than waiting for the next tick.
+func (r *Runner) updateHealth() {
+	ok, _ := r.Ready()
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	r.health.SetServingStatus("", st)
+	r.health.SetServingStatus(ServiceName, st)
+	if r.leadership != nil {
+		v := 0.0
+		if r.leadership.isLeading() {
+			v = 1
+		}
+		r.Metrics.Leader.Set(v)
+	}
+}
+
 // reportHealth keeps the gRPC health status and the endpoint gauge current.
 func (r *Runner) reportHealth(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
@@ -262,13 +339,7 @@ func (r *Runner) reportHealth(ctx context.Context) {
 	known := map[string]bool{}
 	var buf []*datastore.EndpointState
 	for {
-		ok, _ := r.Ready()
-		st := healthpb.HealthCheckResponse_NOT_SERVING
-		if ok {
-			st = healthpb.HealthCheckResponse_SERVING
-		}
-		r.health.SetServingStatus("", st)
-		r.health.SetServingStatus(ServiceName, st)
+		r.updateHealth()
 		buf = r.Store.Endpoints(buf[:0])
 		r.Metrics.Endpoints.Set(float64(len(buf)))
 		live := make(map[string]bool, len(buf))
