@@ -25,3 +25,9 @@ package controllers
 // +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;referencegrants,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies;clienttrafficpolicies;envoyextensionpolicies;httproutefilters;securitypolicies,verbs=get;list;watch;create;update;patch;delete
+
+// What it grants: Kubernetes lets a Role grant only permissions its writer
+// holds. A multi-replica picker's Role lets it get, update and create its
+// leader election Lease, so the operator must hold those verbs on Leases in
+// every namespace it renders into (it never uses them there itself).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

@@ -271,12 +271,18 @@ func gvkOf(scheme *runtime.Scheme, obj client.Object) (schema.GroupVersionKind, 
 // finishStatus sets Ready, Degraded and the rollout state from the endpoints
 // and the picker's Deployment.
 func (r *ModelRouteReconciler) finishStatus(conds *conditions, st *igwv1.ModelRouteStatus, obs poolObservation, epp *appsv1.Deployment, mr *igwv1.ModelRoute) {
-	var desired, available int32
+	var desired, available, expected int32
 	progressing := false
 	if epp != nil {
 		desired = 1
 		if epp.Spec.Replicas != nil {
 			desired = *epp.Spec.Replicas
+		}
+		expected = desired
+		if render.EPPLeaderElection(desired) {
+			// Active-passive: only the leader is ready (and so available);
+			// standbys report not ready by design.
+			expected = 1
 		}
 		available = epp.Status.AvailableReplicas
 		progressing = epp.Status.ObservedGeneration < epp.Generation || epp.Status.UpdatedReplicas < desired
@@ -292,6 +298,9 @@ func (r *ModelRouteReconciler) finishStatus(conds *conditions, st *igwv1.ModelRo
 	case available == 0:
 		conds.set(igwv1.ConditionReady, false, ReasonEndpointPickerUnavailable, "the endpoint picker Deployment %s has no available replica: check its Pods and events",
 			render.NamesForRoute(mr.Name).EPP)
+	case expected < desired:
+		conds.set(igwv1.ConditionReady, true, ReasonReady, "%d of %d endpoints ready; endpoint picker leader available, %d replicas (active-passive: standbys report not ready)",
+			obs.ReadyEndpoints, obs.TotalEndpoints, desired)
 	default:
 		conds.set(igwv1.ConditionReady, true, ReasonReady, "%d of %d endpoints ready; endpoint picker %d/%d available", obs.ReadyEndpoints, obs.TotalEndpoints, available, desired)
 	}
@@ -299,7 +308,7 @@ func (r *ModelRouteReconciler) finishStatus(conds *conditions, st *igwv1.ModelRo
 	switch {
 	case ready && obs.ReadyEndpoints < obs.TotalEndpoints:
 		conds.set(igwv1.ConditionDegraded, true, ReasonEndpointsNotReady, "%d of %d endpoints are not ready", obs.TotalEndpoints-obs.ReadyEndpoints, obs.TotalEndpoints)
-	case ready && available < desired:
+	case ready && available < expected:
 		conds.set(igwv1.ConditionDegraded, true, ReasonEndpointPickerDegraded, "endpoint picker %d/%d replicas available", available, desired)
 	default:
 		conds.set(igwv1.ConditionDegraded, false, ReasonAsExpected, "no degradation observed")

@@ -289,6 +289,10 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		Expect(resourceVersions(children, getRoute(ns, "llama"), getRoute(ns, "qwen"), getConfig(ns, "igw"))).To(Equal(rvBefore))
 	})
 
+	It("runs a multi-replica picker active-passive: leader election, its Lease in the Role the operator may grant, one available replica is Ready", func() {
+		checkLeaderElection()
+	})
+
 	It("is accepted by Envoy Gateway's translator, and the hooked xDS routes each model through BBR and its picker", func() {
 		checkEnvoyGatewayTranslation(ns, []string{"llama", "qwen"}, "igw")
 	})

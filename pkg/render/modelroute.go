@@ -76,7 +76,7 @@ func Route(in RouteInput) (RouteOutput, error) {
 	n := out.Names
 	out.Objects = append(out.Objects,
 		&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: m(n.EPP)},
-		eppRole(m(n.EPP)),
+		eppRole(m(n.EPP), EPPLeaderElection(EPPReplicas(mr, cfg))),
 		eppRoleBinding(m(n.EPP)),
 		&corev1.ConfigMap{TypeMeta: typeMeta("v1", KindConfigMap), ObjectMeta: m(n.EPP),
 			Data: map[string]string{EPPConfigKey: string(eppConfig)}},
@@ -103,14 +103,44 @@ func eppSelector(mr *igwv1.ModelRoute) map[string]string {
 	return map[string]string{LabelName: NameEPP, LabelInstance: LabelValue(mr.Name)}
 }
 
-// eppRole lets the picker read, in its own namespace only, the pool it serves and its pods.
-func eppRole(m metav1.ObjectMeta) *rbacv1.Role {
+// EPPReplicas is a route's picker replica count: the route's, else the config's, else 1.
+func EPPReplicas(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig) int32 {
+	var over *int32
+	if mr.Spec.EPP != nil {
+		over = mr.Spec.EPP.Replicas
+	}
+	return firstInt32(1, over, cfg.Spec.EPP.Replicas)
+}
+
+// EPPLeaderElection reports whether a picker Deployment of this many replicas
+// runs active-passive (--leader-elect): several active pickers would each see
+// only their share of a conversation's turns, so its prefix would be found
+// with probability about 1/N. One replica needs no Lease, and keeps the
+// rendering (and the RBAC) it had before leader election existed.
+func EPPLeaderElection(replicas int32) bool { return replicas > 1 }
+
+// GroupCoordination is the API group of Leases.
+const GroupCoordination = "coordination.k8s.io"
+
+// eppRole lets the picker read, in its own namespace only, the pool it serves
+// and its pods; with leader election, also hold its Lease (named as the
+// Role): get and update that one Lease only. Create cannot be limited to a
+// name (a create request's URL carries none, so RBAC's resourceNames never
+// match it): it covers any Lease of the namespace, and is granted only when
+// the picker elects a leader.
+func eppRole(m metav1.ObjectMeta, leaderElection bool) *rbacv1.Role {
 	read := []string{"get", "list", "watch"}
-	return &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: m,
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: read},
-			{APIGroups: []string{GroupInference}, Resources: []string{"inferencepools"}, Verbs: read},
-		}}
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: read},
+		{APIGroups: []string{GroupInference}, Resources: []string{"inferencepools"}, Verbs: read},
+	}
+	if leaderElection {
+		rules = append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{GroupCoordination}, Resources: []string{"leases"}, ResourceNames: []string{m.Name}, Verbs: []string{"get", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{GroupCoordination}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		)
+	}
+	return &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: m, Rules: rules}
 }
 
 func eppRoleBinding(m metav1.ObjectMeta) *rbacv1.RoleBinding {
@@ -157,6 +187,18 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 	if mr.Spec.Engine == igwv1.EngineTRTLLM {
 		args = append(args, "--metrics-path="+wire.TRTLLMMetricsPath)
 	}
+	replicas := EPPReplicas(mr, cfg)
+	leaderElection := EPPLeaderElection(replicas)
+	readiness := grpcProbe(EPPHealthPort)
+	var strategy *appsv1.DeploymentStrategy
+	var affinity *corev1.Affinity
+	if leaderElection {
+		// The Lease is named as the Deployment and its Role; the picker's
+		// default (<pool>-epp) would match too, but only for names short
+		// enough not to be hashed.
+		args = append(args, "--leader-elect", "--leader-elect-lease-name="+m.Name)
+		readiness, strategy, affinity = leaderReadiness(), activePassiveRollout(), spreadReplicas(eppSelector(mr))
+	}
 	c := corev1.Container{
 		Name:  "epp",
 		Image: firstString(over.Image, cfg.Spec.EPP.Image, in.Images.EPP),
@@ -168,7 +210,10 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 			{Name: PortNameHealth, ContainerPort: EPPHealthPort, Protocol: corev1.ProtocolTCP},
 			{Name: PortNameMetrics, ContainerPort: EPPMetricsPort, Protocol: corev1.ProtocolTCP},
 		},
-		ReadinessProbe: grpcProbe(EPPHealthPort),
+		// The picker reports SERVING only while it can route and, with
+		// leader election, leads: the Service then sends ext_proc to the
+		// leader alone.
+		ReadinessProbe: readiness,
 		LivenessProbe:  httpProbe("/healthz", EPPMetricsPort),
 		Resources:      firstResources(over.Resources, cfg.Spec.EPP.Resources, cfg.Spec.PodDefaults.Resources),
 		VolumeMounts:   []corev1.VolumeMount{{Name: eppConfigVolume, MountPath: eppConfigMountPath, ReadOnly: true}},
@@ -176,7 +221,9 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 	return deployment(podParams{
 		Meta:           m,
 		PodLabels:      eppSelector(mr),
-		Replicas:       firstInt32(1, over.Replicas, cfg.Spec.EPP.Replicas),
+		Replicas:       replicas,
+		Strategy:       strategy,
+		Affinity:       affinity,
 		Placement:      cfg.Spec.PodDefaults,
 		ServiceAccount: m.Name,
 		AutomountToken: true,
@@ -184,6 +231,40 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 		Volumes: []corev1.Volume{{Name: eppConfigVolume, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}}}},
 	})
+}
+
+// leaderReadiness probes a leader-elected picker every second, so that a new
+// leader joins the Service (and Envoy's endpoints) about a second after it
+// takes the lease rather than up to a 5 s period later; two failures take an
+// ex-leader out, which meanwhile refuses streams with UNAVAILABLE anyway.
+func leaderReadiness() *corev1.Probe {
+	p := grpcProbe(EPPHealthPort)
+	p.PeriodSeconds, p.FailureThreshold = 1, 2
+	return p
+}
+
+// activePassiveRollout is the rollout of a leader-elected picker. Standbys
+// never become ready, so the default rollout (no replica unavailable: wait
+// for a new pod to be ready before removing an old one) would wait forever:
+// no new pod can lead while the old leader holds the lease. 100% unavailable
+// removes the old pods as the new ones are created (100% surge: all at once);
+// the old leader releases the lease as it stops, and a new pod takes it once
+// it has synced, so a rollout costs one pod start-up without a picker.
+// Recreate would add the old pods' termination to that gap.
+func activePassiveRollout() *appsv1.DeploymentStrategy {
+	all := intstr.FromString("100%")
+	return &appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &all, MaxSurge: &all}}
+}
+
+// spreadReplicas prefers nodes without another replica: a standby on the
+// leader's node does not survive that node.
+func spreadReplicas(selector map[string]string) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: copyMap(selector)}}}},
+	}}
 }
 
 func grpcProbe(port int32) *corev1.Probe {

@@ -95,6 +95,8 @@ type podParams struct {
 	Meta           metav1.ObjectMeta
 	PodLabels      map[string]string // the template's labels, which are also the selector
 	Replicas       int32
+	Strategy       *appsv1.DeploymentStrategy // nil: never below the replica count (see deployment)
+	Affinity       *corev1.Affinity
 	Placement      igwv1.PodPlacement
 	ServiceAccount string
 	AutomountToken bool
@@ -109,21 +111,26 @@ func deployment(p podParams) *appsv1.Deployment {
 	t := true
 	automount := p.AutomountToken
 	replicas := p.Replicas
+	strategy := appsv1.DeploymentStrategy{
+		Type:          appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one},
+	}
+	if p.Strategy != nil {
+		strategy = *p.Strategy
+	}
 	return &appsv1.Deployment{
 		TypeMeta:   typeMeta("apps/v1", "Deployment"),
 		ObjectMeta: p.Meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: copyMap(p.PodLabels)},
-			Strategy: appsv1.DeploymentStrategy{
-				Type:          appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one},
-			},
+			Strategy: strategy,
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(p.PodLabels)},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           p.ServiceAccount,
 					AutomountServiceAccountToken: &automount,
+					Affinity:                     p.Affinity,
 					NodeSelector:                 p.Placement.NodeSelector,
 					Tolerations:                  p.Placement.Tolerations,
 					SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: &t},

@@ -236,15 +236,22 @@ func configMapData(t *testing.T, objs []client.Object, name, key string) string 
 	return ""
 }
 
-func deploymentOf(t *testing.T, objs []client.Object, name string) *appsv1.Deployment {
+// objectOf is the rendered object of type T called name.
+func objectOf[T client.Object](t *testing.T, objs []client.Object, name string) T {
 	t.Helper()
 	for _, o := range objs {
-		if d, ok := o.(*appsv1.Deployment); ok && d.Name == name {
-			return d
+		if x, ok := o.(T); ok && x.GetName() == name {
+			return x
 		}
 	}
-	t.Fatalf("no Deployment %s", name)
-	return nil
+	var zero T
+	t.Fatalf("no %T %s", zero, name)
+	return zero
+}
+
+func deploymentOf(t *testing.T, objs []client.Object, name string) *appsv1.Deployment {
+	t.Helper()
+	return objectOf[*appsv1.Deployment](t, objs, name)
 }
 
 func TestWeightChangeLeavesThePodTemplateAlone(t *testing.T) {
