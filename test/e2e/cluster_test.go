@@ -116,6 +116,8 @@ type process struct {
 	ports map[int32]string
 	// EPP is the endpoint picker's runner; nil for the body-based router.
 	EPP *runner.Runner
+	// Stop ends the process, as the kubelet does on deletion; later calls do nothing.
+	Stop func()
 }
 
 // runnable is what cmd/epp and cmd/bbr run.
@@ -127,6 +129,18 @@ type runnable interface {
 // runDeployment starts the Deployment's pod, waits for its readiness probe to
 // pass, and plays the deployment controller: the Deployment becomes available.
 func runDeployment(ns, name string) *process {
+	p := startPod(ns, name)
+	c := p.Deployment.Spec.Template.Spec.Containers[0]
+	By("probing " + name + " as the kubelet does, then marking the Deployment available")
+	Expect(c.ReadinessProbe).NotTo(BeNil())
+	Eventually(func() error { return p.probe(c, c.ReadinessProbe) }, eventually, poll).Should(Succeed())
+	Expect(fixtures.SetDeploymentAvailable(ctx, k8s, ns, name)).To(Succeed())
+	return p
+}
+
+// startPod starts one pod of the Deployment as it is now, and returns once its
+// listeners are open.
+func startPod(ns, name string) *process {
 	d := &appsv1.Deployment{}
 	Eventually(func() error { return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, d) }, eventually, poll).Should(Succeed())
 	spec := d.Spec.Template.Spec
@@ -178,18 +192,14 @@ func runDeployment(ns, name string) *process {
 		defer close(done)
 		Expect(r.Run(runCtx, ready)).To(Succeed(), "pod of Deployment %s/%s", ns, name)
 	}()
-	DeferCleanup(func() { stop(); <-done })
+	p.Stop = func() { stop(); <-done }
+	DeferCleanup(p.Stop)
 	Eventually(ready, eventually).Should(BeClosed())
 	for _, cp := range c.Ports {
 		listener, ok := byFlag[int(cp.ContainerPort)]
 		Expect(ok).To(BeTrue(), "container port %d (%s) is not one the binary's flags open", cp.ContainerPort, cp.Name)
 		p.ports[cp.ContainerPort] = r.Addr(listener)
 	}
-
-	By("probing " + name + " as the kubelet does, then marking the Deployment available")
-	Expect(c.ReadinessProbe).NotTo(BeNil())
-	Eventually(func() error { return p.probe(c, c.ReadinessProbe) }, eventually, poll).Should(Succeed())
-	Expect(fixtures.SetDeploymentAvailable(ctx, k8s, ns, name)).To(Succeed())
 	return p
 }
 

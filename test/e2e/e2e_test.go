@@ -16,12 +16,15 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/render"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
@@ -286,6 +289,71 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 
 		Expect(fixtures.SetPodReady(ctx, k8s, ns, llama[1].Pod, strings.Split(llama[1].Addr, ":")[0])).To(Succeed())
 		Eventually(func() []string { return pickerEndpoints(llamaEPP) }, eventually, poll).Should(ConsistOf(addrs(llama)))
+	})
+
+	It("runs a picker of two replicas active-passive with what the operator rendered, and fails over when the leader stops", func() {
+		By("scaling llama's picker to two replicas: the rollout replaces the single picker")
+		Eventually(func() error {
+			mr := getRoute("llama")
+			mr.Spec.EPP = &igwv1.EPPOverrides{PodSettings: igwv1.PodSettings{Replicas: new(int32(2))}}
+			return k8s.Update(ctx, mr)
+		}, eventually, poll).Should(Succeed())
+		name := render.NamesForRoute("llama").EPP
+		Eventually(func() []string {
+			var d appsv1.Deployment
+			_ = k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d)
+			return d.Spec.Template.Spec.Containers[0].Args
+		}, eventually, poll).Should(ContainElement("--leader-elect"))
+		llamaEPP.Stop()
+		// Each replica acts as the picker's service account, with the Role
+		// the operator rendered: the Lease must be within it.
+		replicas := []*process{startPod(ns, name), startPod(ns, name)}
+		front.add(replicas...)
+
+		ready := func(p *process) bool {
+			c := p.Deployment.Spec.Template.Spec.Containers[0]
+			return p.probe(c, c.ReadinessProbe) == nil
+		}
+		var leader, standby *process
+		Eventually(func() int {
+			n := 0
+			for i, p := range replicas {
+				if ready(p) {
+					n++
+					leader, standby = p, replicas[1-i]
+				}
+			}
+			return n
+		}, eventually, poll).Should(Equal(1), "exactly one replica ready")
+		Consistently(func() bool { return ready(leader) && !ready(standby) }, time.Second, 100*time.Millisecond).Should(BeTrue())
+		Eventually(standby.EPP.Store.Len, eventually, poll).Should(Equal(len(llama)), "the standby follows the pool")
+
+		By("requests go through the leader only")
+		scored := func(p *process) float64 {
+			return testutil.ToFloat64(p.EPP.Metrics.Decisions.WithLabelValues(director.ReasonScored))
+		}
+		for i := range 4 {
+			got := chat(oai, llamaModel, i%2 == 1)
+			Expect(got.err).NotTo(HaveOccurred())
+			Expect(addrs(llama)).To(ContainElement(got.upstream))
+		}
+		Expect(scored(leader)).To(BeNumerically(">=", 4))
+		Expect(scored(standby)).To(BeZero())
+
+		By("the leader stops (a pod deleted): the standby takes the released Lease and requests flow again")
+		t0 := time.Now()
+		leader.Stop()
+		Eventually(func() bool { return ready(standby) }, eventually, poll).Should(BeTrue())
+		readyAfter := time.Since(t0)
+		Eventually(func() error { return chat(oai, llamaModel, false).err }, eventually, poll).Should(Succeed())
+		AddReportEntry("picker failover", fmt.Sprintf("ready %v, first request answered %v after the leader stopped (default Lease timings)", readyAfter, time.Since(t0)))
+		// Requests sent while no replica was ready failed at the front, as
+		// they would at Envoy under FailClose; forget those.
+		_ = front.errors()
+		for i := range 2 {
+			Expect(chat(oai, llamaModel, i%2 == 1).err).NotTo(HaveOccurred())
+		}
+		Expect(scored(standby)).To(BeNumerically(">=", 3))
 	})
 })
 

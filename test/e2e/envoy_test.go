@@ -46,8 +46,10 @@ const headerUpstream = "x-e2e-upstream"
 // when a filter clears the route cache); controllers/translate_test.go checks
 // that hook against Envoy Gateway's own translator.
 //
-// An ext_proc backend is a Service: the front sends to the pod of the
-// Deployment the Service selects (a process of runDeployment). A backendRef of
+// An ext_proc backend is a Service: the front sends to a pod of the
+// Deployment the Service selects (a process of runDeployment or startPod)
+// whose readiness probe passes, as the Service's endpoints would hold only
+// ready pods (a picker's standby replicas are never ready). A backendRef of
 // a route is a Service or an InferencePool: the endpoint override must be one
 // of its ready endpoints, or the request fails (Envoy would fall back to its
 // load balancer, which would hide a wrong pick). A route with no picker and no
@@ -55,13 +57,20 @@ const headerUpstream = "x-e2e-upstream"
 // Deployment processes are reached for ext_proc.
 type envoy struct {
 	gateway types.NamespacedName
-	pods    []*process
 
 	URL string
 
 	mu      sync.Mutex
+	pods    []*process
 	clients map[string]*extproctest.Client
 	errs    []error
+}
+
+// add makes more pods reachable through their Services.
+func (e *envoy) add(pods ...*process) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pods = append(e.pods, pods...)
 }
 
 func startEnvoy(gateway types.NamespacedName, pods ...*process) *envoy {
@@ -554,12 +563,22 @@ func (e *envoy) servicePod(ctx context.Context, ns, name string, port int32) (st
 	if target == nil {
 		return "", fmt.Errorf("Service %s/%s has no port %d", ns, name, port)
 	}
-	for _, p := range e.pods {
-		if p.serves(ns, svc.Spec.Selector) {
-			return p.port(p.Deployment.Spec.Template.Spec.Containers[0], *target)
+	e.mu.Lock()
+	pods := slices.Clone(e.pods)
+	e.mu.Unlock()
+	selected := 0
+	for _, p := range pods {
+		if !p.serves(ns, svc.Spec.Selector) {
+			continue
 		}
+		selected++
+		c := p.Deployment.Spec.Template.Spec.Containers[0]
+		if c.ReadinessProbe != nil && p.probe(c, c.ReadinessProbe) != nil {
+			continue
+		}
+		return p.port(c, *target)
 	}
-	return "", fmt.Errorf("no running pod behind Service %s/%s", ns, name)
+	return "", fmt.Errorf("no ready pod (of %d selected) behind Service %s/%s", selected, ns, name)
 }
 
 // destination is the endpoint the route's BackendTrafficPolicy takes from the
