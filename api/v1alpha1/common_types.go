@@ -39,7 +39,9 @@ type ScoringWeights map[string]int32
 
 // PodSettings are scheduling and sizing settings for the pods the operator runs.
 type PodSettings struct {
-	// Replicas of the Deployment.
+	// Replicas of the Deployment. More than one endpoint picker runs active-passive: the
+	// replicas elect a leader through a Lease, only the leader serves, the others stay warm
+	// and take over when it goes.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 0 && self <= 50",message="replicas must be between 0 and 50"
 	Replicas *int32 `json:"replicas,omitempty"`
