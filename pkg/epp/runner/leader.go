@@ -35,15 +35,16 @@ type leadership struct {
 	lease    string // namespace/name, for messages
 	elector  *leaderelection.LeaderElector
 	log      *slog.Logger
-	// changed is called after every change of leading, outside the lock.
-	changed func(leading bool)
+	// changed is called after every change of leading, outside the lock; it
+	// reads the state again, so calls racing each other end right.
+	changed func()
 
 	mu      sync.Mutex
 	leading bool
 	term    int // counts terms, so a late start callback cannot revive an ended one
 }
 
-func newLeadership(cfg *rest.Config, o *options.Options, log *slog.Logger, changed func(bool)) (*leadership, error) {
+func newLeadership(cfg *rest.Config, o *options.Options, log *slog.Logger, changed func()) (*leadership, error) {
 	lc := rest.CopyConfig(cfg)
 	// A request must not outlive the deadline after which the leader steps
 	// down: a hung renewal would otherwise keep it serving on an expired lease.
@@ -117,7 +118,7 @@ func (l *leadership) started(term context.Context) {
 	l.leading = true
 	l.mu.Unlock()
 	l.log.Info("leading: serving picks", "lease", l.lease, "identity", l.identity)
-	l.changed(true)
+	l.changed()
 	<-term.Done()
 	l.end(mine)
 }
@@ -137,7 +138,7 @@ func (l *leadership) end(term int) {
 	l.mu.Unlock()
 	if was && !now {
 		l.log.Info("standby: lost or released the lease", "lease", l.lease, "identity", l.identity)
-		l.changed(false)
+		l.changed()
 	}
 }
 

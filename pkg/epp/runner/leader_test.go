@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -402,5 +403,20 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWithoutLeaderElectionTheReplicaServes: without --leader-elect nothing
+// changes: the replica reports itself the active picker and /readyz says
+// nothing of leadership.
+func TestWithoutLeaderElectionTheReplicaServes(t *testing.T) {
+	ep := filepath.Join(t.TempDir(), "endpoints.yaml")
+	must(t, os.WriteFile(ep, []byte("- {address: 10.3.0.1, port: 8000}\n"), 0o644))
+	r, stop := start(t, func(o *options.Options) { o.EndpointsFile = ep })
+	defer stop()
+	waitFor(t, "ready", func() bool { return healthOf(t, r) == healthpb.HealthCheckResponse_SERVING })
+	code, detail := readyz(t, r)
+	if _, ok := detail["leaderElection"]; code != http.StatusOK || ok || testutil.ToFloat64(r.Metrics.Leader) != 1 {
+		t.Fatalf("/readyz %d %v, %s %v", code, detail, "igw_epp_leader", testutil.ToFloat64(r.Metrics.Leader))
 	}
 }

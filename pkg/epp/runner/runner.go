@@ -111,14 +111,12 @@ func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 		r.runSource = k.Run
 		if o.LeaderElect {
 			// The same API server and credentials as the pool source.
-			if r.leadership, err = newLeadership(cfg, o, log, func(bool) { r.updateHealth() }); err != nil {
+			if r.leadership, err = newLeadership(cfg, o, log, r.updateHealth); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if r.leadership == nil {
-		r.Metrics.Leader.Set(1)
-	}
+	r.updateHealth()
 	r.ExtProc = &server.ExtProc{Director: r.Director, Metrics: r.Metrics, Log: log, MaxBodyBytes: o.MaxBodyBytes}
 	return r, nil
 }
@@ -177,10 +175,10 @@ func (r *Runner) warm() (bool, map[string]any) {
 func (r *Runner) Leading() bool { return r.leadership == nil || r.leadership.isLeading() }
 
 // refuseStandby turns away ext_proc streams that reach a standby anyway (the
-// proxy's endpoints lag the readiness change, or a misconfigured Service)
-// with UNAVAILABLE, which Envoy treats as the processor failing: it applies
-// the filter's failure mode and retry policy rather than routing by a pick
-// from a replica the next request will not ask. A stream already running
+// proxy's endpoints lag the readiness change, panic routing while no replica
+// is ready, or a misconfigured Service) with UNAVAILABLE, which Envoy treats
+// as the processor failing: its failure mode applies, rather than a pick by a
+// replica the conversation's next turn will not ask. A stream already running
 // when leadership ends finishes: its pick was made by a warm replica.
 func (r *Runner) refuseStandby(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if !r.leadership.isLeading() {
@@ -323,13 +321,11 @@ func (r *Runner) updateHealth() {
 	}
 	r.health.SetServingStatus("", st)
 	r.health.SetServingStatus(ServiceName, st)
-	if r.leadership != nil {
-		v := 0.0
-		if r.leadership.isLeading() {
-			v = 1
-		}
-		r.Metrics.Leader.Set(v)
+	leading := 0.0
+	if r.Leading() {
+		leading = 1
 	}
+	r.Metrics.Leader.Set(leading)
 }
 
 // reportHealth keeps the gRPC health status and the endpoint gauge current.
