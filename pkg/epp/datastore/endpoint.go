@@ -175,6 +175,20 @@ func (v *View) WaitingEstimate() int {
 	return max(w, v.PendingFirstToken)
 }
 
+// UnaccountedWaiting is the number of waiting requests the telemetry shows
+// beyond this picker's own: those other pickers (EPP replicas) or clients
+// that bypass the picker sent. It is the sample's waiting count less the
+// picker's requests then awaiting their first token (picks and first tokens
+// since the sample change both alike), so requests of the picker's that the
+// server already runs (a prompt in chunked prefill) make it an underestimate
+// rather than a double count. Zero before the first sample.
+func (v *View) UnaccountedWaiting() int {
+	if !v.HasMetrics {
+		return 0
+	}
+	return max(0, v.Metrics.Waiting+v.PicksSinceSample-v.FirstTokensSince-v.PendingFirstToken)
+}
+
 // LoadEstimate is running plus waiting requests corrected the same way: the
 // endpoint's total load in requests.
 func (v *View) LoadEstimate() int {

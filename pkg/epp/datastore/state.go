@@ -9,11 +9,21 @@ import (
 
 // Learning constants. The decode step moves with every token, so it follows
 // fast; the prefill rate is a ratio of decayed sums of work and time, so large
-// prompts (informative) weigh more than tiny ones (dominated by overhead).
+// prompts (informative) weigh more than tiny ones (dominated by overhead). Its
+// memory is about twenty first tokens: one sample is a busy interval between
+// two first tokens, which varies a lot from request to request (requests that
+// finish in one engine step share it), while the hardware's rate does not.
 const (
-	prefillDecay      = 0.85
+	prefillDecay      = 0.95
 	meanPromptAlpha   = 0.1
 	minPrefillSeconds = 1e-4
+	// maxIntervalSlowdown bounds the time one sample may count as prefill: the
+	// interval's own tokens plus a chunk of the next request's, worked at
+	// 1/maxIntervalSlowdown of the learned rate (or of the prior, if lower). Time beyond it was a wait for something else (a full
+	// KV cache, an adapter slot, another picker's traffic), which the scorers
+	// price separately; counting it would collapse the rate, and a rate that
+	// looks slow draws no traffic to correct it.
+	maxIntervalSlowdown = 2.0
 	// stepMedianRate is how far (relatively) one observed step moves the
 	// decode-step estimate, a streaming median; interTokenAlpha is one step's
 	// weight in the mean inter-token time.
@@ -54,6 +64,9 @@ type Request struct {
 	// loadsAdapter: the adapter was neither running there nor sent there since
 	// the sample, so the server probably loads it for this request.
 	loadsAdapter bool
+	// skipped: a request picked after this one got its first token first, so
+	// the server passed this one over (waiting for an adapter slot or memory).
+	skipped bool
 }
 
 // FirstTokenAt is zero until the first token was observed.
@@ -84,10 +97,17 @@ type EndpointState struct {
 	pendingPrefillTokens int64
 	backlog              float64
 	backlogAt            time.Time
-	picksSince           int
-	firstTokensSince     int
-	finishedSince        int
-	meanPrompt           float64
+	// queue holds the requests awaiting their first token in pick order;
+	// skippedTokens is the uncached prompt of those the server passed over.
+	queue         []*Request
+	skippedTokens int64
+	// lastFirstTokenAt is when the latest first token arrived here: the end
+	// of the previous busy interval for prefill-rate learning.
+	lastFirstTokenAt time.Time
+	picksSince       int
+	firstTokensSince int
+	finishedSince    int
+	meanPrompt       float64
 	// adaptersSince lists adapters sent here since the last sample: the server
 	// is loading them even though its telemetry does not show it yet.
 	adaptersSince []string
@@ -160,12 +180,14 @@ func (s *EndpointState) MarkLegacyKV() (first bool) {
 	return first
 }
 
-// drainLocked advances the prefill backlog to now at the learned rate.
+// drainLocked advances the prefill backlog to now at the learned rate. It
+// never drains the prompts of passed-over requests: the server is not working
+// on them, and will owe them until they are served.
 func (s *EndpointState) drainLocked(now time.Time) {
 	if !s.backlogAt.IsZero() && now.After(s.backlogAt) {
 		s.backlog -= now.Sub(s.backlogAt).Seconds() * s.speed.PrefillTokensPerSecond
 	}
-	s.backlog = math.Max(0, math.Min(s.backlog, float64(s.pendingPrefillTokens)))
+	s.backlog = math.Max(float64(s.skippedTokens), math.Min(s.backlog, float64(s.pendingPrefillTokens)))
 	if now.After(s.backlogAt) {
 		s.backlogAt = now
 	}
@@ -201,6 +223,7 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 	s.pendingFirstToken++
 	s.pendingPrefillTokens += int64(r.UncachedTokens)
 	s.backlog += float64(r.UncachedTokens)
+	s.queue = append(s.queue, r)
 	s.picksSince++
 	if r.Adapter != "" && !slices.Contains(s.adaptersSince, r.Adapter) {
 		running, _ := s.metrics.HasAdapter(r.Adapter)
@@ -215,7 +238,8 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 }
 
 // ObserveFirstToken records r's first token at now and learns the prefill rate
-// from its time to first token.
+// from the busy interval that ended with it (or, when r loaded an adapter, the
+// load time from its time to first token).
 func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -224,6 +248,10 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	}
 	r.firstTokenAt, r.lastTokenAt, r.tokens = now, now, 1
 	s.leavePrefillLocked(r, now)
+	previous := s.lastFirstTokenAt
+	if now.After(s.lastFirstTokenAt) {
+		s.lastFirstTokenAt = now
+	}
 	ttft := now.Sub(r.PickedAt).Seconds()
 	work := r.WorkAhead + float64(r.UncachedTokens)
 	if ttft <= 0 || work <= 0 {
@@ -248,7 +276,43 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 		s.speed.AdapterLoadSamples++
 		return
 	}
-	prefill := math.Max(ttft-steps*s.speed.DecodeStepSeconds, math.Max(0.25*ttft, minPrefillSeconds))
+	s.learnPrefillLocked(r, previous, now)
+}
+
+// learnPrefillLocked learns the prefill rate from r's first token at now. The
+// sample is the busy interval that ended with it: from the previous first
+// token here, or from r's pick if that came later (the server had nothing of
+// this picker's to prefill before r), and the tokens r's prompt added. In a
+// server that prefills in arrival order, these intervals add up to the time
+// spent on the prompts whatever their overlap: requests that finish in the
+// same engine step get one interval for all their tokens. The time to first
+// token, by contrast, also holds prompts that arrived after r and joined its
+// last step, and the estimated work ahead at the pick, which itself drains at
+// the learned rate; learning from it made the rate some 20% slow and noisy
+// from endpoint to endpoint.
+func (s *EndpointState) learnPrefillLocked(r *Request, previous, now time.Time) {
+	work := float64(r.UncachedTokens)
+	// The interval's time not spent on prefill, as the latency model counts
+	// it: a decode-sized step per full chunk of the prompt, plus the step in
+	// flight when r found nothing ahead.
+	start, steps := r.PickedAt, 1.0
+	if previous.After(start) {
+		start, steps = previous, 0
+	}
+	if r.ChunkTokens > 0 {
+		steps += math.Floor(work / float64(r.ChunkTokens))
+	}
+	interval := now.Sub(start).Seconds()
+	if work <= 0 || interval < 0 {
+		return
+	}
+	prefill := math.Max(interval-steps*s.speed.DecodeStepSeconds, math.Max(0.25*interval, minPrefillSeconds))
+	if s.speed.PrefillSamples > 0 {
+		// A rate learned above the (optimistic) prior does not tighten the
+		// bound: early samples of tiny prompts can overstate it many times.
+		rate := math.Min(s.speed.PrefillTokensPerSecond, s.priors.PrefillTokensPerSecond)
+		prefill = math.Min(prefill, maxIntervalSlowdown*(work+float64(r.ChunkTokens))/rate)
+	}
 	s.prefillWork = prefillDecay*s.prefillWork + work
 	s.prefillTime = prefillDecay*s.prefillTime + prefill
 	s.speed.PrefillSamples++
@@ -260,17 +324,31 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	s.speed.PrefillTokensPerSecond = observed
 }
 
-// leavePrefillLocked removes r's prefill from the pending accounting.
+// leavePrefillLocked removes r's prefill from the pending accounting. Requests
+// picked before r that still wait for their first token were passed over by
+// the server: their prompts stay in the backlog until they are served.
 func (s *EndpointState) leavePrefillLocked(r *Request, now time.Time) {
 	s.drainLocked(now)
+	if i := slices.Index(s.queue, r); i >= 0 {
+		for _, q := range s.queue[:i] {
+			if !q.skipped {
+				q.skipped = true
+				s.skippedTokens += int64(q.UncachedTokens)
+			}
+		}
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+	if r.skipped {
+		s.skippedTokens -= int64(r.UncachedTokens)
+	}
 	s.pendingFirstToken--
 	s.pendingPrefillTokens -= int64(r.UncachedTokens)
 	if s.pendingPrefillTokens < 0 {
 		s.pendingPrefillTokens = 0
 	}
-	// FIFO: everything queued before r is done too, so the backlog is at most
-	// the work picked after it.
-	s.backlog = math.Min(s.backlog, float64(s.pendingPrefillTokens))
+	// FIFO: everything queued before r is done too (or passed over), so the
+	// backlog is at most the work picked after it.
+	s.backlog = math.Max(float64(s.skippedTokens), math.Min(s.backlog, float64(s.pendingPrefillTokens)))
 	s.firstTokensSince++
 }
 

@@ -272,3 +272,98 @@ func TestServedModelsKnownAfterReadKeptUntilReplaced(t *testing.T) {
 		t.Fatalf("an endpoint that came back kept its old list: %+v", m)
 	}
 }
+
+// TestPrefillRateFromBusyIntervals: requests that arrive together finish their
+// prefill in the same engine step, so the first one's time to first token
+// holds the second one's prompt too. Learning from busy intervals between
+// first tokens gets the server's rate; learning from each time to first token
+// (with the work estimated ahead at the pick) got it some 25% slow here.
+func TestPrefillRateFromBusyIntervals(t *testing.T) {
+	const rate, step = 10000.0, 0.02
+	st := newState()
+	now := 0.0
+	for i := 0; i < 40; i++ {
+		a := &Request{UncachedTokens: 3000, ChunkTokens: 8192}
+		b := &Request{UncachedTokens: 3000, ChunkTokens: 8192}
+		st.Picked(a, at(now))
+		st.Picked(b, at(now+0.001)) // joins a's step
+		done := now + step/2 + 6000/rate + step
+		st.ObserveFirstToken(a, at(done))
+		st.ObserveFirstToken(b, at(done))
+		st.ObserveCompletion(a, 10, at(done+9*step))
+		st.ObserveCompletion(b, 10, at(done+9*step))
+		now = done + 1
+	}
+	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.05 {
+		t.Fatalf("prefill rate learned %.0f tokens/s, true %.0f", got, rate)
+	}
+}
+
+// TestStallDoesNotCollapseRate: a request that waits seconds for memory (or
+// anything but prefill) before its first token moves the rate by a bounded
+// amount instead of dividing it by the stall, and the rate comes back.
+func TestStallDoesNotCollapseRate(t *testing.T) {
+	const rate, step = 10000.0, 0.02
+	st := newState()
+	now := 0.0
+	serve := func(wait float64) {
+		r := &Request{UncachedTokens: 1000, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		ft := now + wait + step + 1000/rate
+		st.ObserveFirstToken(r, at(ft))
+		st.ObserveCompletion(r, 10, at(ft+9*step))
+		now = ft + 1
+	}
+	for range 40 {
+		serve(0)
+	}
+	serve(20) // a 20 s stall: 200 times the request's prefill
+	if got := st.Speed().PrefillTokensPerSecond; got < 0.4*rate {
+		t.Fatalf("one stalled request dropped the rate to %.0f tokens/s (true %.0f)", got, rate)
+	}
+	for range 60 {
+		serve(0)
+	}
+	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.05 {
+		t.Fatalf("rate %.0f tokens/s after the stall passed, true %.0f", got, rate)
+	}
+}
+
+// TestPassedOverRequestsStayInBacklog: a request whose first token comes
+// after that of one picked later was passed over by the server (an adapter
+// waiting for a slot): its prompt is not being prefilled, so the backlog
+// keeps it instead of draining it away, and its late first token teaches no
+// slow rate.
+func TestPassedOverRequestsStayInBacklog(t *testing.T) {
+	st := newState()
+	var v View
+	for range 5 { // learn the prior's rate back
+		r := &Request{UncachedTokens: 2000, ChunkTokens: 8192}
+		st.Picked(r, at(0))
+		st.ObserveFirstToken(r, at(0.1))
+		st.ObserveCompletion(r, 1, at(0.2))
+	}
+	rate := st.Speed().PrefillTokensPerSecond
+	blocked := &Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "x"}
+	next := &Request{UncachedTokens: 500, ChunkTokens: 8192}
+	st.Picked(blocked, at(1))
+	st.Picked(next, at(1.01))
+	st.ObserveFirstToken(next, at(1.05))
+	st.View(at(11), 0, &v)
+	if v.BacklogTokens != 1000 {
+		t.Fatalf("10 s after it was passed over, backlog %.0f tokens, want the waiting prompt's 1000", v.BacklogTokens)
+	}
+	st.Picked(&Request{UncachedTokens: 300}, at(11))
+	st.View(at(11), 0, &v)
+	if v.BacklogTokens != 1300 {
+		t.Fatalf("new pick on top: backlog %.0f, want 1300", v.BacklogTokens)
+	}
+	st.ObserveFirstToken(blocked, at(12))
+	st.View(at(12), 0, &v)
+	if v.BacklogTokens > 300 {
+		t.Fatalf("after its first token, backlog %.0f, want at most the later pick's 300", v.BacklogTokens)
+	}
+	if got := st.Speed().PrefillTokensPerSecond; got < 0.5*rate {
+		t.Fatalf("the passed-over request's 11 s wait dropped the rate from %.0f to %.0f", rate, got)
+	}
+}

@@ -31,10 +31,16 @@ var DefaultModel = Model{ChunkTokens: 8192, KVPressureThreshold: 0.9, KVPressure
 const DefaultPromptTokens = 256
 
 // WorkAhead is the uncached prefill tokens the endpoint must work through
-// before a new request: the picker's own backlog, or the telemetry's waiting
-// count times the mean prompt, whichever is larger (other pickers and requests
-// that bypass this one show only in telemetry). fallbackPrompt stands in for
-// the mean before any request was sent there.
+// before a new request: the picker's own backlog (its requests' prompts, which
+// it knows exactly, drained at the learned rate), plus the mean prompt for
+// each waiting request the telemetry shows beyond the picker's own (other
+// pickers' and requests that bypass this one). The picker's own waiting
+// requests are in the backlog already: counting them again as waiting × mean
+// prompt overstated the work ahead wherever prompts vary in size (one long
+// prompt lifts the mean for every small one queued behind it), so endpoints
+// with a few small requests queued looked busier than one in the middle of a
+// long prefill. fallbackPrompt stands in for the mean before any request was
+// sent there.
 func WorkAhead(v *datastore.View, fallbackPrompt int) float64 {
 	mean := v.MeanPromptTokens
 	if mean <= 0 {
@@ -43,7 +49,7 @@ func WorkAhead(v *datastore.View, fallbackPrompt int) float64 {
 	if mean <= 0 {
 		mean = DefaultPromptTokens
 	}
-	return math.Max(v.BacklogTokens, float64(v.WaitingEstimate())*mean)
+	return v.BacklogTokens + float64(v.UnaccountedWaiting())*mean
 }
 
 // PrefillSeconds is the time to prefill work tokens from an empty queue.
@@ -68,10 +74,18 @@ func (m Model) KVPressure(utilization float64) float64 {
 }
 
 // TTFT predicts the time to first token of a request with uncached prompt
-// tokens on v, given the KV utilisation estimate.
+// tokens on v, given the KV utilisation estimate. While a request of the
+// picker's awaits its first token there, the step that will produce it is
+// running or about to: a new request waits for that step's end before its
+// own, one decode step more than the backlog's tokens (which drain at the
+// prefill rate alone) account for.
 func (m Model) TTFT(v *datastore.View, uncached int, fallbackPrompt int, kvUtilization float64) float64 {
 	work := WorkAhead(v, fallbackPrompt) + float64(uncached)
-	return m.PrefillSeconds(v, work) * m.KVPressure(kvUtilization)
+	t := m.PrefillSeconds(v, work)
+	if v.PendingFirstToken > 0 {
+		t += v.Speed.DecodeStepSeconds
+	}
+	return t * m.KVPressure(kvUtilization)
 }
 
 // DrainSeconds predicts when v's current queue will have been worked off.

@@ -96,15 +96,20 @@ func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
 	return t + s.decode*v.Speed.DecodeStepSeconds
 }
 
-// adapterLoadCost is the latency an adapter load adds on v: the load time
-// (learned there, else the configured one) for the request and for every
-// request running there, since a load stalls the whole batch.
+// adapterLoadCost is the time to first token an adapter load costs on v: the
+// load time (learned there, else the configured one) for the request and for
+// every request there still waiting for its first token, since a load stalls
+// the whole batch. Requests already decoding lose the same time between two
+// tokens, not to their first token; pricing those too (load × running)
+// weighed a 0.2 s load on a busy batch like tens of seconds, so requests
+// queued for many seconds behind a resident adapter rather than load it
+// elsewhere.
 func (s *Scorer) adapterLoadCost(v *datastore.View) float64 {
 	load := s.adapterLoad
 	if v.Speed.AdapterLoadSamples > 0 {
 		load = v.Speed.AdapterLoadSeconds
 	}
-	return load * float64(1+v.RunningEstimate())
+	return load * float64(1+v.WaitingEstimate())
 }
 
 // Score implements scheduling.Scorer.

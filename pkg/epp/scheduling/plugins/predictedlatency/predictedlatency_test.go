@@ -1,6 +1,7 @@
 package predictedlatency
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -148,25 +149,44 @@ func TestPrefillWorkWeightKeepsPrefixAffinity(t *testing.T) {
 
 func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
 	req := &scheduling.Request{Model: "m", Adapter: "sql", PromptTokens: 100}
-	freeIdle, freeBusy := view(0, 10000, 0.01, 0), view(1, 10000, 0.01, 0)
-	freeIdle.Metrics.MaxAdapters, freeBusy.Metrics.MaxAdapters = 4, 4
-	freeBusy.Metrics.Running = 60
-	if s := score(t, req, freeIdle, freeBusy); !(s[0] > 2*s[1]) {
-		t.Fatalf("loading into a busy batch stalls 60 requests; scores %v", s)
-	}
-	full := view(2, 10000, 0.01, 0)
-	full.Metrics.RunningAdapters, full.Metrics.MaxAdapters = []string{"a", "b"}, 2
-	full.Speed.RequestSeconds, full.Speed.RequestSamples = 20, 10
 	p, _ := New(Type, nil)
 	c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 2)))
 	c.Reset(req, t0, scheduling.PrefixSettings{})
 	c.Latency = latency.DefaultModel
+	// The load delays the first token of every request there that has none
+	// yet: 60 waiting requests make it cost 61 loads (0.05 s each) more than
+	// where the adapter is resident.
+	waitingFree, waitingResident := view(0, 10000, 0.01, 60), view(1, 10000, 0.01, 60)
+	waitingFree.Metrics.MaxAdapters, waitingResident.Metrics.MaxAdapters = 4, 4
+	waitingResident.Metrics.RunningAdapters = []string{"sql"}
+	if d := p.(*Scorer).Predict(c, waitingFree) - p.(*Scorer).Predict(c, waitingResident); math.Abs(d-61*0.05) > 1e-9 {
+		t.Fatalf("load with 60 requests awaiting their first token costs %.3f s, want %.3f", d, 61*0.05)
+	}
+	// Decoding requests lose one inter-token gap, not time to first token: a
+	// batch of 100 decoding requests does not make a load cost 5 s, so the
+	// request loads its adapter there rather than queue 3 s behind the
+	// endpoint where it is resident.
+	decoding, queued := view(2, 10000, 0.01, 0), view(3, 10000, 0.01, 0)
+	decoding.Metrics.MaxAdapters, decoding.Metrics.Running = 4, 100
+	queued.Metrics.MaxAdapters, queued.Metrics.RunningAdapters = 4, []string{"sql"}
+	queued.BacklogTokens = 30000 // 3 s of prefill ahead
+	if got := p.(*Scorer).Predict(c, decoding); math.Abs(got-(0.02+0.05)) > 1e-9 {
+		t.Fatalf("free slot beside 100 decoding requests: predicted %.3f s, want the load once (0.070)", got)
+	}
+	if s := score(t, req, decoding, queued); !(s[0] > s[1]) {
+		t.Fatalf("loading beside a decoding batch should beat a 3 s queue: %v", s)
+	}
+	full := view(4, 10000, 0.01, 0)
+	full.Metrics.RunningAdapters, full.Metrics.MaxAdapters = []string{"a", "b"}, 2
+	full.Speed.RequestSeconds, full.Speed.RequestSamples = 20, 10
 	if got := p.(*Scorer).Predict(c, full); got < 20 {
 		t.Fatalf("every slot busy: predicted %.2f s, want at least the 20 s a request lasts there", got)
 	}
 	// A learned load time replaces the configured one.
-	freeIdle.Speed.AdapterLoadSeconds, freeIdle.Speed.AdapterLoadSamples = 0.5, 3
-	if got := p.(*Scorer).Predict(c, freeIdle); got < 0.5 {
+	idle := view(5, 10000, 0.01, 0)
+	idle.Metrics.MaxAdapters = 4
+	idle.Speed.AdapterLoadSeconds, idle.Speed.AdapterLoadSamples = 0.5, 3
+	if got := p.(*Scorer).Predict(c, idle); got < 0.5 {
 		t.Fatalf("learned 0.5 s load not used: predicted %.3f s", got)
 	}
 }

@@ -1,0 +1,82 @@
+package latency
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func endpoint(t *testing.T) *datastore.EndpointState {
+	t.Helper()
+	s := datastore.NewStore(datastore.DefaultPriors)
+	s.SetEndpoints([]datastore.Endpoint{{Address: "10.0.0.1", Port: 8000}})
+	return s.Get("10.0.0.1:8000")
+}
+
+// The picker's own queued requests are in its backlog with their real sizes.
+// Counting them again as waiting × mean prompt made an endpoint with three
+// small prompts queued behind a long one look like four long prompts ahead,
+// since the long one lifts the mean.
+func TestWorkAheadCountsOwnRequestsOnce(t *testing.T) {
+	st := endpoint(t)
+	st.UpdateMetrics(datastore.Metrics{SampledAt: t0}, t0)
+	for _, n := range []int{30000, 200, 200, 200} {
+		st.Picked(&datastore.Request{UncachedTokens: n}, t0)
+	}
+	// The server runs the long prompt and reports the three others waiting.
+	st.UpdateMetrics(datastore.Metrics{Waiting: 3, Running: 1, SampledAt: t0}, t0)
+	var v datastore.View
+	st.View(t0, 0, &v)
+	if got := WorkAhead(&v, 0); got != 30600 {
+		t.Fatalf("work ahead %.0f tokens, want the backlog 30600 (mean prompt %.0f, waiting %d)", got, v.MeanPromptTokens, v.WaitingEstimate())
+	}
+}
+
+// Waiting requests the picker did not send (another EPP replica's) show only
+// in telemetry: each counts as a mean prompt on top of the backlog.
+func TestWorkAheadAddsWaitingRequestsOfOthers(t *testing.T) {
+	st := endpoint(t)
+	st.UpdateMetrics(datastore.Metrics{SampledAt: t0}, t0)
+	st.Picked(&datastore.Request{UncachedTokens: 1000}, t0)
+	st.Picked(&datastore.Request{UncachedTokens: 600}, t0)
+	st.UpdateMetrics(datastore.Metrics{Waiting: 5, SampledAt: t0}, t0) // 2 of ours, 3 of others
+	var v datastore.View
+	st.View(t0, 0, &v)
+	if v.UnaccountedWaiting() != 3 {
+		t.Fatalf("unaccounted waiting %d, want 3", v.UnaccountedWaiting())
+	}
+	want := 1600 + 3*v.MeanPromptTokens
+	if got := WorkAhead(&v, 0); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("work ahead %.0f tokens, want backlog 1600 + 3 × mean %.0f = %.0f", got, v.MeanPromptTokens, want)
+	}
+	// Before any sample only the picker's own requests are known.
+	var fresh datastore.View
+	endpoint(t).View(t0, 0, &fresh)
+	if got := WorkAhead(&fresh, 500); got != 0 {
+		t.Fatalf("unsampled idle endpoint: work ahead %.0f, want 0", got)
+	}
+}
+
+// A request awaiting its first token means a step is in flight there that a
+// new request cannot join: even once the backlog has drained, the endpoint
+// is a decode step behind an idle one.
+func TestPendingFirstTokenCostsTheStepInFlight(t *testing.T) {
+	busy, idle := endpoint(t), endpoint(t)
+	st := &datastore.Request{UncachedTokens: 500}
+	busy.Picked(st, t0)
+	var vb, vi datastore.View
+	later := t0.Add(time.Second) // the backlog has drained at the prior rate
+	busy.View(later, 0, &vb)
+	idle.View(later, 0, &vi)
+	if vb.BacklogTokens != 0 || vb.PendingFirstToken != 1 {
+		t.Fatalf("backlog %.0f, pending %d", vb.BacklogTokens, vb.PendingFirstToken)
+	}
+	m := DefaultModel
+	if d := m.TTFT(&vb, 100, 0, 0) - m.TTFT(&vi, 100, 0, 0); math.Abs(d-vb.Speed.DecodeStepSeconds) > 1e-12 {
+		t.Fatalf("pending first token adds %.4f s, want one decode step %.4f", d, vb.Speed.DecodeStepSeconds)
+	}
+}
