@@ -9,6 +9,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
@@ -28,7 +29,7 @@ type pool struct {
 }
 
 func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error) {
-	p := &pool{cfg: pc, policy: pc.Policy, store: datastore.NewStore(datastore.DefaultPriors)}
+	p := &pool{cfg: pc, policy: pc.Policy, store: datastore.NewStore(latency.DefaultPriors)}
 	if p.policy == "" {
 		p.policy = o.Policy
 	}

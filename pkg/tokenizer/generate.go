@@ -1,6 +1,10 @@
 package tokenizer
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/igw-dev/igw/pkg/tokencount"
+)
 
 // fragments are the 4-byte pieces generated text is made of. Each is exactly one
 // token, so generated text of n tokens is 4n bytes and concatenates cleanly.
@@ -54,7 +58,7 @@ func GenerateText(seed uint64, tokens int) string {
 	}
 	rng := splitmix64(seed)
 	var b strings.Builder
-	b.Grow(tokens * CharsPerToken)
+	b.Grow(tokens * tokencount.CharsPerToken)
 	for range tokens {
 		b.WriteString(fragments[rng.next()%uint64(len(fragments))])
 	}
@@ -76,7 +80,7 @@ func outputIndex(i int) int { return (i*389 + 7) % len(fragments) }
 // OutputText is the text of generated tokens [start, start+n).
 func OutputText(start, n int) string {
 	var b strings.Builder
-	b.Grow(n * CharsPerToken)
+	b.Grow(n * tokencount.CharsPerToken)
 	for i := start; i < start+n; i++ {
 		b.WriteString(OutputFragment(i))
 	}

@@ -1,7 +1,8 @@
 // Package tokenizer is igw's deterministic stand-in for a model tokenizer.
 //
-// Every 4 bytes of text are one token, and a token's ID is those bytes read as a
-// little-endian integer. The simulator, the picker's prefix-scorer tests and the
+// Every 4 bytes of text are one token (tokencount.CharsPerToken, the endpoint
+// picker's estimate), and a token's ID is those bytes read as a little-endian
+// integer. The simulator, the picker's prefix-scorer tests and the
 // benchmark's prompt generator all use it, so a prompt costs the same number of
 // tokens everywhere and two prompts that share a text prefix share leading token
 // IDs (and so KV-cache blocks), as long as the shared part ends on a 4-byte
@@ -11,25 +12,24 @@ package tokenizer
 import (
 	"encoding/binary"
 	"strings"
+
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
-// CharsPerToken is how many bytes of text make one token.
-const CharsPerToken = 4
-
 // Count returns the number of tokens text tokenizes to.
-func Count(text string) int { return (len(text) + CharsPerToken - 1) / CharsPerToken }
+func Count(text string) int { return tokencount.Estimate(text) }
 
 // Tokenize returns the token IDs of text.
 func Tokenize(text string) []uint32 { return AppendTokens(make([]uint32, 0, Count(text)), text) }
 
 // AppendTokens appends the token IDs of text to dst and returns the extended slice.
 func AppendTokens(dst []uint32, text string) []uint32 {
-	full := len(text) / CharsPerToken * CharsPerToken
-	for i := 0; i < full; i += CharsPerToken {
-		dst = append(dst, binary.LittleEndian.Uint32([]byte(text[i:i+CharsPerToken])))
+	full := len(text) / tokencount.CharsPerToken * tokencount.CharsPerToken
+	for i := 0; i < full; i += tokencount.CharsPerToken {
+		dst = append(dst, binary.LittleEndian.Uint32([]byte(text[i:i+tokencount.CharsPerToken])))
 	}
 	if full < len(text) {
-		var last [CharsPerToken]byte
+		var last [tokencount.CharsPerToken]byte
 		copy(last[:], text[full:])
 		dst = append(dst, binary.LittleEndian.Uint32(last[:]))
 	}
@@ -39,11 +39,11 @@ func AppendTokens(dst []uint32, text string) []uint32 {
 // Detokenize returns the text of tokens; padding bytes of a short last token are dropped.
 func Detokenize(tokens []uint32) string {
 	var b strings.Builder
-	b.Grow(len(tokens) * CharsPerToken)
-	var chunk [CharsPerToken]byte
+	b.Grow(len(tokens) * tokencount.CharsPerToken)
+	var chunk [tokencount.CharsPerToken]byte
 	for _, t := range tokens {
 		binary.LittleEndian.PutUint32(chunk[:], t)
-		n := CharsPerToken
+		n := tokencount.CharsPerToken
 		for n > 0 && chunk[n-1] == 0 {
 			n--
 		}
@@ -55,8 +55,8 @@ func Detokenize(tokens []uint32) string {
 // Align pads s with spaces to a whole number of tokens, so that whatever is
 // appended after it starts a new token.
 func Align(s string) string {
-	if r := len(s) % CharsPerToken; r != 0 {
-		return s + strings.Repeat(" ", CharsPerToken-r)
+	if r := len(s) % tokencount.CharsPerToken; r != 0 {
+		return s + strings.Repeat(" ", tokencount.CharsPerToken-r)
 	}
 	return s
 }

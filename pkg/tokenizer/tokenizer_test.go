@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 func TestCountAndTokenize(t *testing.T) {
@@ -54,7 +56,7 @@ func TestJoinSharesLeadingTokens(t *testing.T) {
 func TestAlign(t *testing.T) {
 	for _, s := range []string{"", "a", "ab", "abc", "abcd", "abcde"} {
 		got := Align(s)
-		if len(got)%CharsPerToken != 0 || !strings.HasPrefix(got, s) || len(got)-len(s) >= CharsPerToken {
+		if len(got)%tokencount.CharsPerToken != 0 || !strings.HasPrefix(got, s) || len(got)-len(s) >= tokencount.CharsPerToken {
 			t.Errorf("Align(%q) = %q", s, got)
 		}
 	}

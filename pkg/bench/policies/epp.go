@@ -10,6 +10,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
@@ -54,7 +55,7 @@ func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("epp configuration: %w", err)
 	}
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	r := &eppRouter{podOf: map[string]int{}, ctx: context.Background()}
 	eps := make([]datastore.Endpoint, len(fleet.Pods))
 	for i, p := range fleet.Pods {

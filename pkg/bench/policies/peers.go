@@ -7,14 +7,14 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
-	"github.com/igw-dev/igw/pkg/tokenizer"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 // Both peers track prefixes in blocks of the servers' 16-token KV blocks
 // (64 characters of the project's tokenizer).
 const (
 	peerBlockTokens = 16
-	peerBlockChars  = peerBlockTokens * tokenizer.CharsPerToken
+	peerBlockChars  = peerBlockTokens * tokencount.CharsPerToken
 )
 
 // prefixTracker is a router's own approximate record of which prompt prefixes

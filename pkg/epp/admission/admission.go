@@ -81,7 +81,7 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 			return Decision{}
 		}
 		if !v.Stale {
-			drain = math.Min(drain, m.DrainSeconds(v, promptTokens))
+			drain = math.Min(drain, m.DrainSeconds(v.Queue(), promptTokens))
 		}
 	}
 	maxWait := p.MaxRetryAfterSeconds

@@ -1,8 +1,8 @@
 // Package datastore holds the endpoints the picker may route to and everything
 // it knows about each: the latest model-server telemetry, its own in-flight
 // accounting (every pick counts against the endpoint at once, so stale scrapes
-// cannot cause herding) and the endpoint's speed learned online from observed
-// first-token and inter-token times.
+// cannot cause herding) and, fed by that accounting, the timing model's learner
+// of the endpoint's speed (pkg/epp/latency).
 //
 // Nothing here reads a clock: every update carries the time it happened, so the
 // same code runs in production and in a discrete-event benchmark's virtual time.
@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 // Endpoint is one model-server port: an address, a port and the labels of the
@@ -88,43 +90,6 @@ func (m *ServedModels) Serves(name string) bool {
 	return found
 }
 
-// Speed is what the picker has learned about how fast an endpoint works.
-type Speed struct {
-	// PrefillTokensPerSecond is the rate at which the endpoint works through
-	// uncached prompt tokens (queued ones included).
-	PrefillTokensPerSecond float64
-	// DecodeStepSeconds is the endpoint's typical engine step (the median time
-	// between two tokens of a sequence): the overhead every step adds to a
-	// prefill, and the pace of decoding when no prompt competes.
-	DecodeStepSeconds float64
-	// InterTokenSeconds is the mean time between two tokens, prompt chunks
-	// sharing the steps included: what a new stream's time per token would be.
-	InterTokenSeconds float64
-	// AdapterLoadSeconds is the first-token delay beyond the predicted prefill
-	// of requests whose LoRA adapter was not running there: the expected cost of
-	// loading an adapter (resident idle adapters make it lower than a load).
-	AdapterLoadSeconds float64
-	// RequestSeconds is the mean time from pick to completion.
-	RequestSeconds float64
-	// PrefillSamples, DecodeSamples, AdapterLoadSamples and RequestSamples count
-	// the observations behind each figure; zero means it is unknown (the prior).
-	PrefillSamples     int
-	DecodeSamples      int
-	AdapterLoadSamples int
-	RequestSamples     int
-}
-
-// Priors are the speeds assumed for an endpoint before any observation. They
-// are deliberately optimistic so that a new endpoint receives traffic and is
-// measured quickly.
-type Priors struct {
-	PrefillTokensPerSecond float64
-	DecodeStepSeconds      float64
-}
-
-// DefaultPriors is roughly a current data-centre GPU serving an 8B model.
-var DefaultPriors = Priors{PrefillTokensPerSecond: 20000, DecodeStepSeconds: 0.010}
-
 // View is a consistent copy of one endpoint's state, taken for one scheduling
 // decision. Scorers read only views, so they need no locks.
 type View struct {
@@ -159,7 +124,7 @@ type View struct {
 	// while none was ever read, so what it serves is unknown.
 	Models *ServedModels
 
-	Speed Speed
+	Speed latency.Speed
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:
@@ -187,6 +152,12 @@ func (v *View) UnaccountedWaiting() int {
 		return 0
 	}
 	return max(0, v.Metrics.Waiting+v.PicksSinceSample-v.FirstTokensSince-v.PendingFirstToken)
+}
+
+// Queue is what the timing model reads of the endpoint.
+func (v *View) Queue() latency.Queue {
+	return latency.Queue{BacklogTokens: v.BacklogTokens, OthersWaiting: v.UnaccountedWaiting(),
+		MeanPromptTokens: v.MeanPromptTokens, PendingFirstToken: v.PendingFirstToken, Speed: v.Speed}
 }
 
 // LoadEstimate is running plus waiting requests corrected the same way: the

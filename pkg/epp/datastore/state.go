@@ -5,41 +5,12 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
-// Learning constants. The decode step moves with every token, so it follows
-// fast; the prefill rate is a ratio of decayed sums of work and time, so large
-// prompts (informative) weigh more than tiny ones (dominated by overhead). Its
-// memory is about twenty first tokens: one sample is a busy interval between
-// two first tokens, which varies a lot from request to request (requests that
-// finish in one engine step share it), while the hardware's rate does not.
-const (
-	prefillDecay      = 0.95
-	meanPromptAlpha   = 0.1
-	minPrefillSeconds = 1e-4
-	// maxIntervalSlowdown bounds the time one sample may count as prefill: the
-	// interval's own tokens plus a chunk of the next request's, worked at
-	// 1/maxIntervalSlowdown of the learned rate (or of the prior, if lower). Time beyond it was a wait for something else (a full
-	// KV cache, an adapter slot, another picker's traffic), which the scorers
-	// price separately; counting it would collapse the rate, and a rate that
-	// looks slow draws no traffic to correct it.
-	maxIntervalSlowdown = 2.0
-	// stepMedianRate is how far (relatively) one observed step moves the
-	// decode-step estimate, a streaming median; interTokenAlpha is one step's
-	// weight in the mean inter-token time.
-	stepMedianRate  = 0.05
-	interTokenAlpha = 0.05
-	// sameStepFraction: tokens observed within this fraction of a step of the
-	// previous observation come from the same engine step.
-	sameStepFraction = 0.25
-	// adapterLoadAlpha and requestAlpha are one request's weight in the mean
-	// adapter load time and the mean request duration.
-	adapterLoadAlpha = 0.2
-	requestAlpha     = 0.05
-	// maxAdapterLoadSeconds caps one observed load: a longer delay is a wait
-	// for a free adapter slot, which scorers price separately.
-	maxAdapterLoadSeconds = 2.0
-)
+// meanPromptAlpha is one request's weight in the mean prompt sent to an endpoint.
+const meanPromptAlpha = 0.1
 
 // Request is one request's life on an endpoint, from pick to completion. The
 // picker creates it on Pick; the response path (or a benchmark) reports its
@@ -99,11 +70,8 @@ type EndpointState struct {
 	backlogAt            time.Time
 	// queue holds the requests awaiting their first token in pick order;
 	// skippedTokens is the uncached prompt of those the server passed over.
-	queue         []*Request
-	skippedTokens int64
-	// lastFirstTokenAt is when the latest first token arrived here: the end
-	// of the previous busy interval for prefill-rate learning.
-	lastFirstTokenAt time.Time
+	queue            []*Request
+	skippedTokens    int64
 	picksSince       int
 	firstTokensSince int
 	finishedSince    int
@@ -112,19 +80,13 @@ type EndpointState struct {
 	// is loading them even though its telemetry does not show it yet.
 	adaptersSince []string
 
-	prefillWork, prefillTime float64
-	// lastStepAt is when the latest engine step was observed.
-	lastStepAt time.Time
-	speed      Speed
-	priors     Priors
+	// learner is the timing model's learning of the endpoint's speed, fed
+	// by the accounting below as each observation happens.
+	learner latency.Learner
 }
 
-func newEndpointState(id int32, ep Endpoint, priors Priors) *EndpointState {
-	return &EndpointState{
-		id: id, key: ep.Key(), endpoint: ep, priors: priors,
-		speed: Speed{PrefillTokensPerSecond: priors.PrefillTokensPerSecond, DecodeStepSeconds: priors.DecodeStepSeconds,
-			InterTokenSeconds: priors.DecodeStepSeconds},
-	}
+func newEndpointState(id int32, ep Endpoint, priors latency.Priors) *EndpointState {
+	return &EndpointState{id: id, key: ep.Key(), endpoint: ep, learner: latency.NewLearner(priors)}
 }
 
 // ID is a small dense integer, stable while the endpoint exists, reused after.
@@ -185,7 +147,7 @@ func (s *EndpointState) MarkLegacyKV() (first bool) {
 // on them, and will owe them until they are served.
 func (s *EndpointState) drainLocked(now time.Time) {
 	if !s.backlogAt.IsZero() && now.After(s.backlogAt) {
-		s.backlog -= now.Sub(s.backlogAt).Seconds() * s.speed.PrefillTokensPerSecond
+		s.backlog -= now.Sub(s.backlogAt).Seconds() * s.learner.PrefillRate()
 	}
 	s.backlog = math.Max(float64(s.skippedTokens), math.Min(s.backlog, float64(s.pendingPrefillTokens)))
 	if now.After(s.backlogAt) {
@@ -204,7 +166,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		InFlight: s.inFlight, PendingFirstToken: s.pendingFirstToken,
 		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
 		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
-		MeanPromptTokens: s.meanPrompt, Speed: s.speed, AdaptersSinceSample: s.adaptersSince,
+		MeanPromptTokens: s.meanPrompt, Speed: s.learner.Speed(), AdaptersSinceSample: s.adaptersSince,
 		Models: s.models,
 	}
 	if staleness > 0 {
@@ -237,9 +199,8 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 	}
 }
 
-// ObserveFirstToken records r's first token at now and learns the prefill rate
-// from the busy interval that ended with it (or, when r loaded an adapter, the
-// load time from its time to first token).
+// ObserveFirstToken records r's first token at now; the timing model learns
+// from it (the prefill rate, or an adapter's load time).
 func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -248,80 +209,8 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	}
 	r.firstTokenAt, r.lastTokenAt, r.tokens = now, now, 1
 	s.leavePrefillLocked(r, now)
-	previous := s.lastFirstTokenAt
-	if now.After(s.lastFirstTokenAt) {
-		s.lastFirstTokenAt = now
-	}
-	ttft := now.Sub(r.PickedAt).Seconds()
-	work := r.WorkAhead + float64(r.UncachedTokens)
-	if ttft <= 0 || work <= 0 {
-		return
-	}
-	// Time not spent on prefill: at least one decode-sized step, plus one per
-	// chunk of prefill work the server's token budget splits it into.
-	steps := 1.0
-	if r.ChunkTokens > 0 {
-		steps += math.Floor(work / float64(r.ChunkTokens))
-	}
-	if r.loadsAdapter {
-		// The wait beyond the predicted prefill is the adapter's load (zero
-		// when it was resident after all): learn that, not a prefill rate.
-		excess := math.Max(0, ttft-work/s.speed.PrefillTokensPerSecond-steps*s.speed.DecodeStepSeconds)
-		excess = math.Min(excess, maxAdapterLoadSeconds)
-		if s.speed.AdapterLoadSamples == 0 {
-			s.speed.AdapterLoadSeconds = excess
-		} else {
-			s.speed.AdapterLoadSeconds += adapterLoadAlpha * (excess - s.speed.AdapterLoadSeconds)
-		}
-		s.speed.AdapterLoadSamples++
-		return
-	}
-	s.learnPrefillLocked(r, previous, now)
-}
-
-// learnPrefillLocked learns the prefill rate from r's first token at now. The
-// sample is the busy interval that ended with it: from the previous first
-// token here, or from r's pick if that came later (the server had nothing of
-// this picker's to prefill before r), and the tokens r's prompt added. In a
-// server that prefills in arrival order, these intervals add up to the time
-// spent on the prompts whatever their overlap: requests that finish in the
-// same engine step get one interval for all their tokens. The time to first
-// token, by contrast, also holds prompts that arrived after r and joined its
-// last step, and the estimated work ahead at the pick, which itself drains at
-// the learned rate; learning from it made the rate some 20% slow and noisy
-// from endpoint to endpoint.
-func (s *EndpointState) learnPrefillLocked(r *Request, previous, now time.Time) {
-	work := float64(r.UncachedTokens)
-	// The interval's time not spent on prefill, as the latency model counts
-	// it: a decode-sized step per full chunk of the prompt, plus the step in
-	// flight when r found nothing ahead.
-	start, steps := r.PickedAt, 1.0
-	if previous.After(start) {
-		start, steps = previous, 0
-	}
-	if r.ChunkTokens > 0 {
-		steps += math.Floor(work / float64(r.ChunkTokens))
-	}
-	interval := now.Sub(start).Seconds()
-	if work <= 0 || interval < 0 {
-		return
-	}
-	prefill := math.Max(interval-steps*s.speed.DecodeStepSeconds, math.Max(0.25*interval, minPrefillSeconds))
-	if s.speed.PrefillSamples > 0 {
-		// A rate learned above the (optimistic) prior does not tighten the
-		// bound: early samples of tiny prompts can overstate it many times.
-		rate := math.Min(s.speed.PrefillTokensPerSecond, s.priors.PrefillTokensPerSecond)
-		prefill = math.Min(prefill, maxIntervalSlowdown*(work+float64(r.ChunkTokens))/rate)
-	}
-	s.prefillWork = prefillDecay*s.prefillWork + work
-	s.prefillTime = prefillDecay*s.prefillTime + prefill
-	s.speed.PrefillSamples++
-	// Blend with the prior while evidence is thin.
-	observed := s.prefillWork / s.prefillTime
-	if n := float64(s.speed.PrefillSamples); n < 3 {
-		observed = (observed*n + s.priors.PrefillTokensPerSecond) / (n + 1)
-	}
-	s.speed.PrefillTokensPerSecond = observed
+	s.learner.ObserveFirstToken(latency.FirstToken{PickedAt: r.PickedAt, At: now, WorkAhead: r.WorkAhead,
+		UncachedTokens: r.UncachedTokens, ChunkTokens: r.ChunkTokens, LoadsAdapter: r.loadsAdapter})
 }
 
 // leavePrefillLocked removes r's prefill from the pending accounting. Requests
@@ -352,8 +241,8 @@ func (s *EndpointState) leavePrefillLocked(r *Request, now time.Time) {
 	s.firstTokensSince++
 }
 
-// ObserveTokens records n more output tokens of r arriving together at now and
-// learns the decode step from the gap since the previous token.
+// ObserveTokens records n more output tokens of r arriving together at now;
+// the timing model learns the decode step from the gap since the previous one.
 func (s *EndpointState) ObserveTokens(r *Request, n int, now time.Time) {
 	if n <= 0 {
 		return
@@ -363,44 +252,15 @@ func (s *EndpointState) ObserveTokens(r *Request, n int, now time.Time) {
 	if r.done || r.firstTokenAt.IsZero() {
 		return
 	}
-	gap := now.Sub(r.lastTokenAt).Seconds() / float64(n)
+	s.learner.ObserveTokens(r.lastTokenAt, n, now)
 	r.lastTokenAt = now
 	r.tokens += n
-	if gap <= 0 {
-		return
-	}
-	s.observeDecodeLocked(gap, now)
 }
 
-// observeDecodeLocked learns from one inter-token gap observed at now. Every
-// sequence of a batch reports the same engine step, so a step counts once;
-// otherwise the latest step — often one that also computed a prompt chunk and
-// took several times longer — would stand for the endpoint's speed.
-func (s *EndpointState) observeDecodeLocked(gap float64, now time.Time) {
-	if s.speed.DecodeSamples > 0 && now.Sub(s.lastStepAt).Seconds() < sameStepFraction*s.speed.DecodeStepSeconds {
-		return
-	}
-	s.lastStepAt = now
-	sp := &s.speed
-	if sp.DecodeSamples == 0 {
-		sp.DecodeStepSeconds, sp.InterTokenSeconds = gap, gap
-	} else {
-		// A streaming median: the typical step, which the occasional long
-		// prefill step does not stretch.
-		switch {
-		case gap > sp.DecodeStepSeconds:
-			sp.DecodeStepSeconds = math.Min(gap, sp.DecodeStepSeconds*(1+stepMedianRate))
-		case gap < sp.DecodeStepSeconds:
-			sp.DecodeStepSeconds = math.Max(gap, sp.DecodeStepSeconds*(1-stepMedianRate))
-		}
-		sp.InterTokenSeconds += interTokenAlpha * (gap - sp.InterTokenSeconds)
-	}
-	sp.DecodeSamples++
-}
-
-// ObserveCompletion ends r at now. outputTokens, when positive and larger than
-// what was observed (a non-streamed response reports usage only), teaches the
-// decode step from the time after the first token.
+// ObserveCompletion ends r at now (finished or failed). outputTokens is the
+// count the server reported (0: unknown, or the request failed); the timing
+// model learns the request's duration from it and, for a response that
+// reported usage only, the decode step.
 func (s *EndpointState) ObserveCompletion(r *Request, outputTokens int, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -409,27 +269,17 @@ func (s *EndpointState) ObserveCompletion(r *Request, outputTokens int, now time
 	}
 	if r.firstTokenAt.IsZero() {
 		s.leavePrefillLocked(r, now)
-	} else if outputTokens > r.tokens && r.tokens <= 1 {
-		if d := now.Sub(r.firstTokenAt).Seconds(); d > 0 {
-			s.observeDecodeLocked(d/float64(outputTokens-1), now)
-		}
 	}
 	r.done = true
 	s.inFlight--
 	s.finishedSince++
-	if d := now.Sub(r.PickedAt).Seconds(); outputTokens > 0 && d > 0 {
-		if s.speed.RequestSamples == 0 {
-			s.speed.RequestSeconds = d
-		} else {
-			s.speed.RequestSeconds += requestAlpha * (d - s.speed.RequestSeconds)
-		}
-		s.speed.RequestSamples++
-	}
+	s.learner.ObserveCompletion(latency.Completion{PickedAt: r.PickedAt, FirstTokenAt: r.firstTokenAt, At: now,
+		TokensSeen: r.tokens, OutputTokens: outputTokens})
 }
 
 // Speed returns the learned speed.
-func (s *EndpointState) Speed() Speed {
+func (s *EndpointState) Speed() latency.Speed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.speed
+	return s.learner.Speed()
 }

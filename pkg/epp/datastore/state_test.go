@@ -3,9 +3,10 @@ package datastore
 import (
 	"math"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 var t0 = time.Unix(1000, 0)
@@ -13,36 +14,9 @@ var t0 = time.Unix(1000, 0)
 func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
 
 func newState() *EndpointState {
-	s := NewStore(DefaultPriors)
+	s := NewStore(latency.DefaultPriors)
 	s.SetEndpoints([]Endpoint{{Address: "10.0.0.1", Port: 8000}})
 	return s.Get("10.0.0.1:8000")
-}
-
-// TestLearnsSpeedFromObservations drives one endpoint like a server with a
-// known prefill rate and decode step (requests one after another) and checks
-// the learned figures approach the truth from the priors.
-func TestLearnsSpeedFromObservations(t *testing.T) {
-	const rate, step = 1500.0, 0.040 // an A10G-like server, far from the priors
-	st := newState()
-	now := 0.0
-	for i := 0; i < 30; i++ {
-		r := &Request{UncachedTokens: 1000 + 100*(i%5), ChunkTokens: 8192}
-		st.Picked(r, at(now))
-		ttft := float64(r.UncachedTokens)/rate + step
-		st.ObserveFirstToken(r, at(now+ttft))
-		for k := 1; k <= 10; k++ {
-			st.ObserveTokens(r, 1, at(now+ttft+float64(k)*step))
-		}
-		st.ObserveCompletion(r, 11, at(now+ttft+10*step))
-		now += ttft + 10*step + 0.5
-	}
-	sp := st.Speed()
-	if math.Abs(sp.PrefillTokensPerSecond-rate)/rate > 0.15 {
-		t.Errorf("prefill rate learned %.0f, true %.0f", sp.PrefillTokensPerSecond, rate)
-	}
-	if math.Abs(sp.DecodeStepSeconds-step)/step > 0.05 {
-		t.Errorf("decode step learned %.4f, true %.4f", sp.DecodeStepSeconds, step)
-	}
 }
 
 func TestPickCountsImmediatelyAndSampleResetsCorrections(t *testing.T) {
@@ -110,7 +84,7 @@ func TestStaleness(t *testing.T) {
 }
 
 func TestStoreKeepsStateAndReusesIDs(t *testing.T) {
-	s := NewStore(DefaultPriors)
+	s := NewStore(latency.DefaultPriors)
 	var removedIDs []int32
 	s.OnRemove(func(id int32) { removedIDs = append(removedIDs, id) })
 	a, b := Endpoint{Address: "10.0.0.1", Port: 8000}, Endpoint{Address: "10.0.0.2", Port: 8000}
@@ -143,96 +117,12 @@ func TestStoreKeepsStateAndReusesIDs(t *testing.T) {
 	}
 }
 
-// TestStepLearningIgnoresBatchEchoAndPrefillSteps drives an endpoint like a
-// busy server: eight sequences report every step at the same instant, and
-// every fourth step also computes a prompt chunk and takes five times longer.
-// The decode step must be the typical step (not the last one), the mean
-// inter-token time must include the long steps, and a prefill rate learned
-// from a first token that arrives right after a long step must stay true.
-func TestStepLearningIgnoresBatchEchoAndPrefillSteps(t *testing.T) {
-	const step, rate = 0.010, 20000.0
-	st := newState()
-	var seqs []*Request
-	for range 8 {
-		r := &Request{UncachedTokens: 10, ChunkTokens: 8192}
-		st.Picked(r, at(0))
-		st.ObserveFirstToken(r, at(0.001))
-		seqs = append(seqs, r)
-	}
-	now := 0.001
-	for k := 1; k <= 400; k++ {
-		gap := step
-		if k%4 == 0 {
-			gap = 5 * step
-		}
-		now += gap
-		for _, r := range seqs {
-			st.ObserveTokens(r, 1, at(now))
-		}
-	}
-	sp := st.Speed()
-	if math.Abs(sp.DecodeStepSeconds-step)/step > 0.1 {
-		t.Errorf("decode step %.4f, want the typical step %.4f", sp.DecodeStepSeconds, step)
-	}
-	if mean := 2 * step; math.Abs(sp.InterTokenSeconds-mean)/mean > 0.25 {
-		t.Errorf("mean inter-token time %.4f, want about %.4f", sp.InterTokenSeconds, mean)
-	}
-	// Requests whose prefill shares the long step: TTFT = wait + step + prefill.
-	for i := range 20 {
-		r := &Request{UncachedTokens: 2000, ChunkTokens: 8192}
-		st.Picked(r, at(now))
-		now += step + 2000/rate
-		st.ObserveFirstToken(r, at(now))
-		for _, s := range seqs {
-			st.ObserveTokens(s, 1, at(now))
-		}
-		now += float64(i%3) * step
-	}
-	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.15 {
-		t.Errorf("prefill rate %.0f, true %.0f", got, rate)
-	}
-}
-
-// TestLearnsAdapterLoadAndRequestDuration: a request whose adapter was not
-// running there teaches the load time (its delay beyond the predicted
-// prefill), not the prefill rate; completions teach the request duration.
-func TestLearnsAdapterLoadAndRequestDuration(t *testing.T) {
-	const rate, step, load = 20000.0, 0.010, 0.2
-	st := newState()
-	st.UpdateMetrics(Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 4}, at(0))
-	now := 0.0
-	for i := range 10 {
-		resident := &Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "sql"}
-		st.Picked(resident, at(now))
-		st.ObserveFirstToken(resident, at(now+1000/rate+step))
-		st.ObserveCompletion(resident, 100, at(now+2))
-		now += 3
-		// A new adapter for each request: none is running, each loads.
-		fresh := &Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "a" + strconv.Itoa(i)}
-		st.Picked(fresh, at(now))
-		st.ObserveFirstToken(fresh, at(now+1000/rate+step+load))
-		st.ObserveCompletion(fresh, 100, at(now+2))
-		now += 3
-		st.UpdateMetrics(Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 4}, at(now))
-	}
-	sp := st.Speed()
-	if sp.AdapterLoadSamples != 10 || math.Abs(sp.AdapterLoadSeconds-load)/load > 0.2 {
-		t.Errorf("adapter load %.3f s over %d samples, want %.3f over 10", sp.AdapterLoadSeconds, sp.AdapterLoadSamples, load)
-	}
-	if math.Abs(sp.PrefillTokensPerSecond-rate)/rate > 0.25 {
-		t.Errorf("prefill rate %.0f polluted by adapter loads, true %.0f", sp.PrefillTokensPerSecond, rate)
-	}
-	if sp.RequestSamples != 20 || math.Abs(sp.RequestSeconds-2) > 0.01 {
-		t.Errorf("request duration %.3f s over %d samples, want 2 over 20", sp.RequestSeconds, sp.RequestSamples)
-	}
-}
-
 // TestServedModelsKnownAfterReadKeptUntilReplaced: what an endpoint serves is
 // unknown until its list is read; the list survives metric samples and
 // endpoint-set updates that keep the endpoint, a view keeps the list it was
 // taken with, and an endpoint that leaves and comes back starts unknown.
 func TestServedModelsKnownAfterReadKeptUntilReplaced(t *testing.T) {
-	s := NewStore(DefaultPriors)
+	s := NewStore(latency.DefaultPriors)
 	ep := Endpoint{Address: "10.0.0.1", Port: 8000}
 	s.SetEndpoints([]Endpoint{ep})
 	st := s.Get(ep.Key())
@@ -270,62 +160,6 @@ func TestServedModelsKnownAfterReadKeptUntilReplaced(t *testing.T) {
 	s.SetEndpoints([]Endpoint{ep})
 	if m := s.Get(ep.Key()).ServedModels(); m != nil {
 		t.Fatalf("an endpoint that came back kept its old list: %+v", m)
-	}
-}
-
-// TestPrefillRateFromBusyIntervals: requests that arrive together finish their
-// prefill in the same engine step, so the first one's time to first token
-// holds the second one's prompt too. Learning from busy intervals between
-// first tokens gets the server's rate; learning from each time to first token
-// (with the work estimated ahead at the pick) got it some 25% slow here.
-func TestPrefillRateFromBusyIntervals(t *testing.T) {
-	const rate, step = 10000.0, 0.02
-	st := newState()
-	now := 0.0
-	for i := 0; i < 40; i++ {
-		a := &Request{UncachedTokens: 3000, ChunkTokens: 8192}
-		b := &Request{UncachedTokens: 3000, ChunkTokens: 8192}
-		st.Picked(a, at(now))
-		st.Picked(b, at(now+0.001)) // joins a's step
-		done := now + step/2 + 6000/rate + step
-		st.ObserveFirstToken(a, at(done))
-		st.ObserveFirstToken(b, at(done))
-		st.ObserveCompletion(a, 10, at(done+9*step))
-		st.ObserveCompletion(b, 10, at(done+9*step))
-		now = done + 1
-	}
-	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.05 {
-		t.Fatalf("prefill rate learned %.0f tokens/s, true %.0f", got, rate)
-	}
-}
-
-// TestStallDoesNotCollapseRate: a request that waits seconds for memory (or
-// anything but prefill) before its first token moves the rate by a bounded
-// amount instead of dividing it by the stall, and the rate comes back.
-func TestStallDoesNotCollapseRate(t *testing.T) {
-	const rate, step = 10000.0, 0.02
-	st := newState()
-	now := 0.0
-	serve := func(wait float64) {
-		r := &Request{UncachedTokens: 1000, ChunkTokens: 8192}
-		st.Picked(r, at(now))
-		ft := now + wait + step + 1000/rate
-		st.ObserveFirstToken(r, at(ft))
-		st.ObserveCompletion(r, 10, at(ft+9*step))
-		now = ft + 1
-	}
-	for range 40 {
-		serve(0)
-	}
-	serve(20) // a 20 s stall: 200 times the request's prefill
-	if got := st.Speed().PrefillTokensPerSecond; got < 0.4*rate {
-		t.Fatalf("one stalled request dropped the rate to %.0f tokens/s (true %.0f)", got, rate)
-	}
-	for range 60 {
-		serve(0)
-	}
-	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.05 {
-		t.Fatalf("rate %.0f tokens/s after the stall passed, true %.0f", got, rate)
 	}
 }
 

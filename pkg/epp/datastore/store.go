@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 // Store is the set of endpoints and their state. Endpoint sources replace the
@@ -14,12 +16,12 @@ type Store struct {
 	list     []*EndpointState // sorted by key: deterministic iteration
 	freeIDs  []int32
 	nextID   int32
-	priors   Priors
+	priors   latency.Priors
 	onRemove []func(id int32)
 }
 
 // NewStore returns an empty store whose new endpoints start from priors.
-func NewStore(priors Priors) *Store {
+func NewStore(priors latency.Priors) *Store {
 	return &Store{byKey: make(map[string]*EndpointState), priors: priors}
 }
 

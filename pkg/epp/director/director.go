@@ -75,8 +75,6 @@ type Options struct {
 	// Staleness is the age after which telemetry is stale (0: never).
 	Staleness   time.Duration
 	StalePolicy StalePolicy
-	// Priors are new endpoints' assumed speeds.
-	Priors datastore.Priors
 	// PrefixCapacity is each endpoint's prefix-index capacity in blocks until its
 	// KV size is reported.
 	PrefixCapacity int

@@ -10,6 +10,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
@@ -18,7 +19,7 @@ var t0 = time.Unix(1000, 0)
 
 func newDirector(t testing.TB, cfg string, n int, opts director.Options) *director.Director {
 	t.Helper()
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for i := range n {
 		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), Port: 8000,

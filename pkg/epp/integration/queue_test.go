@@ -13,6 +13,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
@@ -25,7 +26,7 @@ func endpoint(p *simproc.Proc) datastore.Endpoint {
 
 func pickerOver(t *testing.T, cfg string, procs ...*simproc.Proc) (*director.Director, *telemetry.Scraper) {
 	t.Helper()
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for _, p := range procs {
 		eps = append(eps, endpoint(p))

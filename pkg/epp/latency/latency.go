@@ -1,16 +1,18 @@
-// Package latency is the picker's timing model of a model server, shared by the
-// predicted-latency scorer and admission control. It follows the form of
+// Package latency is the picker's timing model of a model server: how fast
+// each endpoint works (Speed), learned online from the requests sent there
+// (Learner), and what that predicts for a new request (Model), which the
+// predicted-latency scorer and admission control read. It follows the form of
 // calibrated LLM-serving simulators: a server works through queued prefill
 // tokens at a prefill rate, in steps of at most a chunk budget, and every step
-// also carries the decode batch, which costs about one decode step. Both rates
-// are learned per endpoint online (see datastore.EndpointState).
+// also carries the decode batch, which costs about one decode step.
+//
+// The package holds no endpoint state of its own: the datastore keeps one
+// Learner per endpoint and feeds it each first token, later tokens and
+// completion as its accounting sees them, and a decision's view of an
+// endpoint gives the model its Queue.
 package latency
 
-import (
-	"math"
-
-	"github.com/igw-dev/igw/pkg/epp/datastore"
-)
+import "math"
 
 // Model holds the constants that are not learned.
 type Model struct {
@@ -30,6 +32,24 @@ var DefaultModel = Model{ChunkTokens: 8192, KVPressureThreshold: 0.9, KVPressure
 // is known, so that a queue of unknown requests still weighs.
 const DefaultPromptTokens = 256
 
+// Queue is what the model reads of an endpoint at a decision
+// (datastore.View.Queue).
+type Queue struct {
+	// BacklogTokens is the uncached prompt tokens of the picker's own
+	// requests there that the endpoint has probably not worked through yet.
+	BacklogTokens float64
+	// OthersWaiting is the waiting requests the telemetry shows beyond the
+	// picker's own (other pickers', or clients that bypass it).
+	OthersWaiting int
+	// MeanPromptTokens is the mean uncached prompt of the requests sent there
+	// (0: none yet).
+	MeanPromptTokens float64
+	// PendingFirstToken is the picker's requests there still awaiting their
+	// first token.
+	PendingFirstToken int
+	Speed             Speed
+}
+
 // WorkAhead is the uncached prefill tokens the endpoint must work through
 // before a new request: the picker's own backlog (its requests' prompts, which
 // it knows exactly, drained at the learned rate), plus the mean prompt for
@@ -41,28 +61,28 @@ const DefaultPromptTokens = 256
 // with a few small requests queued looked busier than one in the middle of a
 // long prefill. fallbackPrompt stands in for the mean before any request was
 // sent there.
-func WorkAhead(v *datastore.View, fallbackPrompt int) float64 {
-	mean := v.MeanPromptTokens
+func WorkAhead(q Queue, fallbackPrompt int) float64 {
+	mean := q.MeanPromptTokens
 	if mean <= 0 {
 		mean = float64(fallbackPrompt)
 	}
 	if mean <= 0 {
 		mean = DefaultPromptTokens
 	}
-	return v.BacklogTokens + float64(v.UnaccountedWaiting())*mean
+	return q.BacklogTokens + float64(q.OthersWaiting)*mean
 }
 
-// PrefillSeconds is the time to prefill work tokens from an empty queue.
-func (m Model) PrefillSeconds(v *datastore.View, work float64) float64 {
-	rate := v.Speed.PrefillTokensPerSecond
+// PrefillSeconds is the time to prefill work tokens from an empty queue at speed sp.
+func (m Model) PrefillSeconds(sp Speed, work float64) float64 {
+	rate := sp.PrefillTokensPerSecond
 	if rate <= 0 {
-		rate = datastore.DefaultPriors.PrefillTokensPerSecond
+		rate = DefaultPriors.PrefillTokensPerSecond
 	}
 	steps := 1.0
 	if m.ChunkTokens > 0 {
 		steps += math.Floor(work / float64(m.ChunkTokens))
 	}
-	return work/rate + steps*v.Speed.DecodeStepSeconds
+	return work/rate + steps*sp.DecodeStepSeconds
 }
 
 // KVPressure is the multiplicative slowdown expected from a nearly full KV cache.
@@ -74,21 +94,21 @@ func (m Model) KVPressure(utilization float64) float64 {
 }
 
 // TTFT predicts the time to first token of a request with uncached prompt
-// tokens on v, given the KV utilisation estimate. While a request of the
+// tokens on an endpoint with queue q, given the KV utilisation estimate. While a request of the
 // picker's awaits its first token there, the step that will produce it is
 // running or about to: a new request waits for that step's end before its
 // own, one decode step more than the backlog's tokens (which drain at the
 // prefill rate alone) account for.
-func (m Model) TTFT(v *datastore.View, uncached int, fallbackPrompt int, kvUtilization float64) float64 {
-	work := WorkAhead(v, fallbackPrompt) + float64(uncached)
-	t := m.PrefillSeconds(v, work)
-	if v.PendingFirstToken > 0 {
-		t += v.Speed.DecodeStepSeconds
+func (m Model) TTFT(q Queue, uncached int, fallbackPrompt int, kvUtilization float64) float64 {
+	work := WorkAhead(q, fallbackPrompt) + float64(uncached)
+	t := m.PrefillSeconds(q.Speed, work)
+	if q.PendingFirstToken > 0 {
+		t += q.Speed.DecodeStepSeconds
 	}
 	return t * m.KVPressure(kvUtilization)
 }
 
-// DrainSeconds predicts when v's current queue will have been worked off.
-func (m Model) DrainSeconds(v *datastore.View, fallbackPrompt int) float64 {
-	return m.PrefillSeconds(v, WorkAhead(v, fallbackPrompt))
+// DrainSeconds predicts when the queue q will have been worked off.
+func (m Model) DrainSeconds(q Queue, fallbackPrompt int) float64 {
+	return m.PrefillSeconds(q.Speed, WorkAhead(q, fallbackPrompt))
 }

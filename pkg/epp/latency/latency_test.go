@@ -1,4 +1,4 @@
-package latency
+package latency_test
 
 import (
 	"math"
@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 var t0 = time.Unix(1000, 0)
 
-func endpoint(t *testing.T) *datastore.EndpointState {
+// endpoint is a fresh endpoint's state, starting from the default priors.
+func endpoint(t testing.TB) *datastore.EndpointState {
 	t.Helper()
-	s := datastore.NewStore(datastore.DefaultPriors)
+	s := datastore.NewStore(latency.DefaultPriors)
 	s.SetEndpoints([]datastore.Endpoint{{Address: "10.0.0.1", Port: 8000}})
 	return s.Get("10.0.0.1:8000")
 }
@@ -31,7 +33,7 @@ func TestWorkAheadCountsOwnRequestsOnce(t *testing.T) {
 	st.UpdateMetrics(datastore.Metrics{Waiting: 3, Running: 1, SampledAt: t0}, t0)
 	var v datastore.View
 	st.View(t0, 0, &v)
-	if got := WorkAhead(&v, 0); got != 30600 {
+	if got := latency.WorkAhead(v.Queue(), 0); got != 30600 {
 		t.Fatalf("work ahead %.0f tokens, want the backlog 30600 (mean prompt %.0f, waiting %d)", got, v.MeanPromptTokens, v.WaitingEstimate())
 	}
 }
@@ -50,13 +52,13 @@ func TestWorkAheadAddsWaitingRequestsOfOthers(t *testing.T) {
 		t.Fatalf("unaccounted waiting %d, want 3", v.UnaccountedWaiting())
 	}
 	want := 1600 + 3*v.MeanPromptTokens
-	if got := WorkAhead(&v, 0); math.Abs(got-want) > 1e-9 {
+	if got := latency.WorkAhead(v.Queue(), 0); math.Abs(got-want) > 1e-9 {
 		t.Fatalf("work ahead %.0f tokens, want backlog 1600 + 3 × mean %.0f = %.0f", got, v.MeanPromptTokens, want)
 	}
 	// Before any sample only the picker's own requests are known.
 	var fresh datastore.View
 	endpoint(t).View(t0, 0, &fresh)
-	if got := WorkAhead(&fresh, 500); got != 0 {
+	if got := latency.WorkAhead(fresh.Queue(), 500); got != 0 {
 		t.Fatalf("unsampled idle endpoint: work ahead %.0f, want 0", got)
 	}
 }
@@ -75,8 +77,8 @@ func TestPendingFirstTokenCostsTheStepInFlight(t *testing.T) {
 	if vb.BacklogTokens != 0 || vb.PendingFirstToken != 1 {
 		t.Fatalf("backlog %.0f, pending %d", vb.BacklogTokens, vb.PendingFirstToken)
 	}
-	m := DefaultModel
-	if d := m.TTFT(&vb, 100, 0, 0) - m.TTFT(&vi, 100, 0, 0); math.Abs(d-vb.Speed.DecodeStepSeconds) > 1e-12 {
+	m := latency.DefaultModel
+	if d := m.TTFT(vb.Queue(), 100, 0, 0) - m.TTFT(vi.Queue(), 100, 0, 0); math.Abs(d-vb.Speed.DecodeStepSeconds) > 1e-12 {
 		t.Fatalf("pending first token adds %.4f s, want one decode step %.4f", d, vb.Speed.DecodeStepSeconds)
 	}
 }

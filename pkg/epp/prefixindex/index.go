@@ -21,11 +21,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// CharsPerToken is the ratio between prompt characters and tokens the index
-// assumes when it converts a server's block size (tokens) into characters. The
-// shared tokenizer of the project averages about four characters per token.
-const CharsPerToken = 4
-
 // Hash appends the chained hashes of prompt's full blocks of blockChars
 // characters to dst, at most maxBlocks of them. A trailing partial block is not
 // hashed: servers cache only full blocks.

@@ -28,6 +28,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
@@ -65,7 +66,7 @@ type Runner struct {
 // fails at start-up.
 func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 	r := &Runner{Options: o, Log: log, Metrics: metrics.New(), health: health.NewServer(), addrs: map[string]string{}}
-	r.Store = datastore.NewStore(datastore.DefaultPriors)
+	r.Store = datastore.NewStore(latency.DefaultPriors)
 	r.Director = director.New(r.Store, director.Options{Staleness: o.MetricsStaleness,
 		StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
 	reg := plugins.NewRegistry()

@@ -16,6 +16,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 // Request is what the scheduler knows of one inference request.
@@ -75,7 +76,7 @@ type WeightedScorer struct {
 type PrefixSettings struct {
 	Index *prefixindex.Index
 	// BlockTokens is the index's block size in tokens; the prompt is cut into
-	// blocks of BlockTokens*prefixindex.CharsPerToken characters.
+	// blocks of BlockTokens*tokencount.CharsPerToken characters.
 	BlockTokens int
 	// MaxBlocks bounds how much of a long prompt is hashed.
 	MaxBlocks int
@@ -116,7 +117,7 @@ func (c *Cycle) Reset(req *Request, now time.Time, prefix PrefixSettings) {
 	c.Now, c.Request, c.prefix = now, req, prefix
 	c.PromptTokens = req.PromptTokens
 	if c.PromptTokens <= 0 {
-		c.PromptTokens = EstimateTokens(req.Prompt)
+		c.PromptTokens = tokencount.Estimate(req.Prompt)
 	}
 	c.hashes = c.hashes[:0]
 	c.matched = c.matched[:0]
@@ -125,15 +126,6 @@ func (c *Cycle) Reset(req *Request, now time.Time, prefix PrefixSettings) {
 	c.longestHeld = 0
 	c.cands = c.cands[:0]
 	c.ranking = c.ranking[:0]
-}
-
-// EstimateTokens is the token count assumed for text when the request does not
-// carry one: about four characters per token, like the project's tokenizer.
-func EstimateTokens(text string) int {
-	if text == "" {
-		return 0
-	}
-	return (len(text) + prefixindex.CharsPerToken - 1) / prefixindex.CharsPerToken
 }
 
 // Views returns n zeroed-for-reuse view slots owned by the cycle.
@@ -153,7 +145,7 @@ func (c *Cycle) PromptHashes() []uint64 {
 			seed = c.Request.Adapter
 		}
 		c.hashes = prefixindex.Hash(c.hashes, seed, c.Request.Prompt,
-			c.prefix.BlockTokens*prefixindex.CharsPerToken, c.prefix.MaxBlocks)
+			c.prefix.BlockTokens*tokencount.CharsPerToken, c.prefix.MaxBlocks)
 	}
 	return c.hashes
 }

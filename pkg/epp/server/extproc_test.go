@@ -17,6 +17,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/server"
@@ -32,7 +33,7 @@ type fixture struct {
 
 func start(t testing.TB, n int, cfg string) *fixture {
 	t.Helper()
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for i := range n {
 		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.1.0.%d", i+1), Port: 8000})

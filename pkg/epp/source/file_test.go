@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 func TestParseEndpoints(t *testing.T) {
@@ -31,7 +32,7 @@ func TestParseEndpoints(t *testing.T) {
 
 func TestFileReloadKeepsEndpointsOnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "endpoints.yaml")
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	f := &File{Path: path, Store: store}
 	os.WriteFile(path, []byte("- {address: 10.0.0.1, port: 8000}\n- {address: 10.0.0.2, port: 8000}\n"), 0o644)
 	if err := f.Load(); err != nil || store.Len() != 2 {

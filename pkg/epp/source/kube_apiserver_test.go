@@ -18,6 +18,7 @@ import (
 
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 // inferencePoolCRDDir is where the InferencePool CRD is installed from: the
@@ -79,7 +80,7 @@ func TestKubeSourceAgainstAPIServer(t *testing.T) {
 	}
 	mustDo(t, c.Create(ctx, pool))
 
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	src := &Kube{Config: env.Config, Namespace: ns, PoolName: "pool", Store: store}
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx) }()

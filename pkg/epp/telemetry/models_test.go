@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 // vllmModels is vLLM's answer with one adapter registered (--lora-modules):
@@ -135,7 +136,7 @@ func TestModelListerKeepsLastListOnFailure(t *testing.T) {
 	}))
 	defer other.Close()
 
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	ep := endpointOf(t, srv)
 	store.SetEndpoints([]datastore.Endpoint{ep})
 	st := store.Get(ep.Key())

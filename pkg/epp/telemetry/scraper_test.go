@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 type recordingSink struct {
@@ -74,7 +75,7 @@ func TestScraperFollowsEndpointsAndWarnsOnceOnLegacyKV(t *testing.T) {
 	}))
 	defer broken.Close()
 
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	a, b := endpointOf(t, legacy), endpointOf(t, broken)
 	store.SetEndpoints([]datastore.Endpoint{a, b})
 	sink := &recordingSink{samples: map[string][]datastore.Metrics{}}

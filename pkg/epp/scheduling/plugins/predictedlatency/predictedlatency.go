@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/loraaffinity"
 )
@@ -79,9 +80,9 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
 	kv, _ := v.KVUtilization()
 	uncached := c.UncachedTokens(v)
-	t := c.Latency.TTFT(v, uncached, c.PromptTokens, kv)
+	t := c.Latency.TTFT(v.Queue(), uncached, c.PromptTokens, kv)
 	if s.work > 0 {
-		t += s.work * c.Latency.PrefillSeconds(v, float64(uncached))
+		t += s.work * c.Latency.PrefillSeconds(v.Speed, float64(uncached))
 	}
 	if a := c.Request.Adapter; a != "" {
 		switch loraaffinity.AdapterState(v, a) {
@@ -151,8 +152,8 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 // measured among cands (sample counts zero when none is measured). An endpoint
 // not measured yet is assumed that fast, so that it is tried — and measured —
 // rather than starved by a prior slower than the fleet.
-func optimisticSpeed(cands []*datastore.View) datastore.Speed {
-	var f datastore.Speed
+func optimisticSpeed(cands []*datastore.View) latency.Speed {
+	var f latency.Speed
 	for _, v := range cands {
 		if v.Speed.PrefillSamples > 0 && v.Speed.PrefillTokensPerSecond > f.PrefillTokensPerSecond {
 			f.PrefillTokensPerSecond, f.PrefillSamples = v.Speed.PrefillTokensPerSecond, 1

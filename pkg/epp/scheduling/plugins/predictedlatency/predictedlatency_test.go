@@ -20,7 +20,7 @@ func view(id int32, prefillRate, decodeStep float64, waiting int) *datastore.Vie
 		ID: id, Key: string(rune('a' + id)), HasMetrics: true,
 		Metrics:          datastore.Metrics{Waiting: waiting, SampledAt: t0},
 		MeanPromptTokens: 1000,
-		Speed:            datastore.Speed{PrefillTokensPerSecond: prefillRate, DecodeStepSeconds: decodeStep, PrefillSamples: 10, DecodeSamples: 10},
+		Speed:            latency.Speed{PrefillTokensPerSecond: prefillRate, DecodeStepSeconds: decodeStep, PrefillSamples: 10, DecodeSamples: 10},
 	}
 }
 
@@ -102,7 +102,7 @@ func TestAdapterLoadCosts(t *testing.T) {
 func TestUnmeasuredEndpointAssumedAsFastAsTheFastest(t *testing.T) {
 	req := &scheduling.Request{Model: "m", PromptTokens: 1000}
 	measured := view(0, 27700, 0.008, 0)
-	fresh := view(1, datastore.DefaultPriors.PrefillTokensPerSecond, datastore.DefaultPriors.DecodeStepSeconds, 0)
+	fresh := view(1, latency.DefaultPriors.PrefillTokensPerSecond, latency.DefaultPriors.DecodeStepSeconds, 0)
 	fresh.Speed.PrefillSamples, fresh.Speed.DecodeSamples = 0, 0
 	if s := score(t, req, measured, fresh); s[0] != s[1] {
 		t.Fatalf("a new endpoint (prior %v tok/s) should tie with the fastest measured one: %v", fresh.Speed.PrefillTokensPerSecond, s)

@@ -1,0 +1,231 @@
+package latency
+
+import (
+	"math"
+	"time"
+)
+
+// Learning constants. The decode step moves with every token, so it follows
+// fast; the prefill rate is a ratio of decayed sums of work and time, so large
+// prompts (informative) weigh more than tiny ones (dominated by overhead). Its
+// memory is about twenty first tokens: one sample is a busy interval between
+// two first tokens, which varies a lot from request to request (requests that
+// finish in one engine step share it), while the hardware's rate does not.
+const (
+	prefillDecay      = 0.95
+	minPrefillSeconds = 1e-4
+	// maxIntervalSlowdown bounds the time one sample may count as prefill: the
+	// interval's own tokens plus a chunk of the next request's, worked at
+	// 1/maxIntervalSlowdown of the learned rate (or of the prior, if lower).
+	// Time beyond it was a wait for something else (a full KV cache, an
+	// adapter slot, another picker's traffic), which the scorers price
+	// separately; counting it would collapse the rate, and a rate that looks
+	// slow draws no traffic to correct it.
+	maxIntervalSlowdown = 2.0
+	// stepMedianRate is how far (relatively) one observed step moves the
+	// decode-step estimate, a streaming median; interTokenAlpha is one step's
+	// weight in the mean inter-token time.
+	stepMedianRate  = 0.05
+	interTokenAlpha = 0.05
+	// sameStepFraction: tokens observed within this fraction of a step of the
+	// previous observation come from the same engine step.
+	sameStepFraction = 0.25
+	// adapterLoadAlpha and requestAlpha are one request's weight in the mean
+	// adapter load time and the mean request duration.
+	adapterLoadAlpha = 0.2
+	requestAlpha     = 0.05
+	// maxAdapterLoadSeconds caps one observed load: a longer delay is a wait
+	// for a free adapter slot, which scorers price separately.
+	maxAdapterLoadSeconds = 2.0
+)
+
+// Learner learns one endpoint's Speed online from the timings of the
+// requests sent there, starting from priors. It is not safe for concurrent
+// use: the endpoint's state (datastore.EndpointState) holds it under its own
+// lock and reports each request's first token, later tokens and completion
+// as they happen, in the order the accounting sees them.
+type Learner struct {
+	priors Priors
+	speed  Speed
+	// prefillWork and prefillTime are the decayed sums of uncached prompt
+	// tokens and prefill seconds of the busy intervals seen.
+	prefillWork, prefillTime float64
+	// lastFirstTokenAt is when the latest first token arrived: the end of
+	// the previous busy interval.
+	lastFirstTokenAt time.Time
+	// lastStepAt is when the latest engine step was observed.
+	lastStepAt time.Time
+}
+
+// NewLearner returns a learner that knows nothing yet: its speed is priors.
+func NewLearner(priors Priors) Learner {
+	return Learner{priors: priors, speed: Speed{PrefillTokensPerSecond: priors.PrefillTokensPerSecond,
+		DecodeStepSeconds: priors.DecodeStepSeconds, InterTokenSeconds: priors.DecodeStepSeconds}}
+}
+
+// Speed is what has been learned so far.
+func (l *Learner) Speed() Speed { return l.speed }
+
+// PrefillRate is the learned prefill rate in tokens per second: what the
+// picker's own backlog there drains at.
+func (l *Learner) PrefillRate() float64 { return l.speed.PrefillTokensPerSecond }
+
+// FirstToken is one request's first token as the endpoint's accounting saw it.
+type FirstToken struct {
+	// PickedAt is when the request was sent there, At when its first token came.
+	PickedAt, At time.Time
+	// WorkAhead is the prefill backlog (tokens) estimated ahead of the
+	// request at its pick; UncachedTokens is its own prompt the server had to
+	// prefill; ChunkTokens the chunked-prefill budget assumed.
+	WorkAhead      float64
+	UncachedTokens int
+	ChunkTokens    int
+	// LoadsAdapter: the request's LoRA adapter was neither running there nor
+	// sent there since the telemetry sample, so the server probably loaded it.
+	LoadsAdapter bool
+}
+
+// ObserveFirstToken learns the prefill rate from the busy interval that ended
+// with ft or, when ft's request loaded an adapter, the load time from its
+// time to first token.
+func (l *Learner) ObserveFirstToken(ft FirstToken) {
+	previous := l.lastFirstTokenAt
+	if ft.At.After(l.lastFirstTokenAt) {
+		l.lastFirstTokenAt = ft.At
+	}
+	ttft := ft.At.Sub(ft.PickedAt).Seconds()
+	work := ft.WorkAhead + float64(ft.UncachedTokens)
+	if ttft <= 0 || work <= 0 {
+		return
+	}
+	// Time not spent on prefill: at least one decode-sized step, plus one per
+	// chunk of prefill work the server's token budget splits it into.
+	steps := 1.0
+	if ft.ChunkTokens > 0 {
+		steps += math.Floor(work / float64(ft.ChunkTokens))
+	}
+	if ft.LoadsAdapter {
+		// The wait beyond the predicted prefill is the adapter's load (zero
+		// when it was resident after all): learn that, not a prefill rate.
+		excess := math.Max(0, ttft-work/l.speed.PrefillTokensPerSecond-steps*l.speed.DecodeStepSeconds)
+		excess = math.Min(excess, maxAdapterLoadSeconds)
+		if l.speed.AdapterLoadSamples == 0 {
+			l.speed.AdapterLoadSeconds = excess
+		} else {
+			l.speed.AdapterLoadSeconds += adapterLoadAlpha * (excess - l.speed.AdapterLoadSeconds)
+		}
+		l.speed.AdapterLoadSamples++
+		return
+	}
+	l.learnPrefill(ft, previous)
+}
+
+// learnPrefill learns the prefill rate from ft. The sample is the busy
+// interval that ended with it: from the previous first token here, or from
+// ft's pick if that came later (the server had nothing of this picker's to
+// prefill before it), and the tokens ft's prompt added. In a server that
+// prefills in arrival order, these intervals add up to the time spent on the
+// prompts whatever their overlap: requests that finish in the same engine
+// step get one interval for all their tokens. The time to first token, by
+// contrast, also holds prompts that arrived after ft's request and joined its
+// last step, and the estimated work ahead at the pick, which itself drains at
+// the learned rate; learning from it made the rate some 20% slow and noisy
+// from endpoint to endpoint.
+func (l *Learner) learnPrefill(ft FirstToken, previous time.Time) {
+	work := float64(ft.UncachedTokens)
+	// The interval's time not spent on prefill, as the latency model counts
+	// it: a decode-sized step per full chunk of the prompt, plus the step in
+	// flight when the request found nothing ahead.
+	start, steps := ft.PickedAt, 1.0
+	if previous.After(start) {
+		start, steps = previous, 0
+	}
+	if ft.ChunkTokens > 0 {
+		steps += math.Floor(work / float64(ft.ChunkTokens))
+	}
+	interval := ft.At.Sub(start).Seconds()
+	if work <= 0 || interval < 0 {
+		return
+	}
+	prefill := math.Max(interval-steps*l.speed.DecodeStepSeconds, math.Max(0.25*interval, minPrefillSeconds))
+	if l.speed.PrefillSamples > 0 {
+		// A rate learned above the (optimistic) prior does not tighten the
+		// bound: early samples of tiny prompts can overstate it many times.
+		rate := math.Min(l.speed.PrefillTokensPerSecond, l.priors.PrefillTokensPerSecond)
+		prefill = math.Min(prefill, maxIntervalSlowdown*(work+float64(ft.ChunkTokens))/rate)
+	}
+	l.prefillWork = prefillDecay*l.prefillWork + work
+	l.prefillTime = prefillDecay*l.prefillTime + prefill
+	l.speed.PrefillSamples++
+	// Blend with the prior while evidence is thin.
+	observed := l.prefillWork / l.prefillTime
+	if n := float64(l.speed.PrefillSamples); n < 3 {
+		observed = (observed*n + l.priors.PrefillTokensPerSecond) / (n + 1)
+	}
+	l.speed.PrefillTokensPerSecond = observed
+}
+
+// ObserveTokens learns the decode step from n more output tokens of a
+// request arriving together at now, the previous one having come at
+// previous.
+func (l *Learner) ObserveTokens(previous time.Time, n int, now time.Time) {
+	if gap := now.Sub(previous).Seconds() / float64(n); gap > 0 {
+		l.observeStep(gap, now)
+	}
+}
+
+// observeStep learns from one inter-token gap observed at now. Every
+// sequence of a batch reports the same engine step, so a step counts once;
+// otherwise the latest step — often one that also computed a prompt chunk and
+// took several times longer — would stand for the endpoint's speed.
+func (l *Learner) observeStep(gap float64, now time.Time) {
+	if l.speed.DecodeSamples > 0 && now.Sub(l.lastStepAt).Seconds() < sameStepFraction*l.speed.DecodeStepSeconds {
+		return
+	}
+	l.lastStepAt = now
+	sp := &l.speed
+	if sp.DecodeSamples == 0 {
+		sp.DecodeStepSeconds, sp.InterTokenSeconds = gap, gap
+	} else {
+		// A streaming median: the typical step, which the occasional long
+		// prefill step does not stretch.
+		switch {
+		case gap > sp.DecodeStepSeconds:
+			sp.DecodeStepSeconds = math.Min(gap, sp.DecodeStepSeconds*(1+stepMedianRate))
+		case gap < sp.DecodeStepSeconds:
+			sp.DecodeStepSeconds = math.Max(gap, sp.DecodeStepSeconds*(1-stepMedianRate))
+		}
+		sp.InterTokenSeconds += interTokenAlpha * (gap - sp.InterTokenSeconds)
+	}
+	sp.DecodeSamples++
+}
+
+// Completion is a request's end as the endpoint's accounting saw it.
+type Completion struct {
+	// PickedAt is when the request was sent there; FirstTokenAt when its
+	// first token came (zero: none did); At when it ended.
+	PickedAt, FirstTokenAt, At time.Time
+	// TokensSeen is the output tokens observed on the way; OutputTokens the
+	// count the server reported at the end (0: unknown, or the request failed).
+	TokensSeen   int
+	OutputTokens int
+}
+
+// ObserveCompletion learns the mean request duration from c and, when the
+// server reported more tokens than were seen (a non-streamed response
+// reports usage only), the decode step from the time after the first token.
+func (l *Learner) ObserveCompletion(c Completion) {
+	if !c.FirstTokenAt.IsZero() && c.OutputTokens > c.TokensSeen && c.TokensSeen <= 1 {
+		if d := c.At.Sub(c.FirstTokenAt).Seconds(); d > 0 {
+			l.observeStep(d/float64(c.OutputTokens-1), c.At)
+		}
+	}
+	if d := c.At.Sub(c.PickedAt).Seconds(); c.OutputTokens > 0 && d > 0 {
+		if l.speed.RequestSamples == 0 {
+			l.speed.RequestSeconds = d
+		} else {
+			l.speed.RequestSeconds += requestAlpha * (d - l.speed.RequestSeconds)
+		}
+		l.speed.RequestSamples++
+	}
+}

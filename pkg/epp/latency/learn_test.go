@@ -1,0 +1,183 @@
+package latency_test
+
+import (
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+)
+
+// The timing model learns through an endpoint's accounting, as the picker
+// feeds it: these tests drive a datastore endpoint like a server with a known
+// speed and read what was learned.
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+// TestLearnsSpeedFromObservations drives one endpoint like a server with a
+// known prefill rate and decode step (requests one after another) and checks
+// the learned figures approach the truth from the priors.
+func TestLearnsSpeedFromObservations(t *testing.T) {
+	const rate, step = 1500.0, 0.040 // an A10G-like server, far from the priors
+	st := endpoint(t)
+	now := 0.0
+	for i := 0; i < 30; i++ {
+		r := &datastore.Request{UncachedTokens: 1000 + 100*(i%5), ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		ttft := float64(r.UncachedTokens)/rate + step
+		st.ObserveFirstToken(r, at(now+ttft))
+		for k := 1; k <= 10; k++ {
+			st.ObserveTokens(r, 1, at(now+ttft+float64(k)*step))
+		}
+		st.ObserveCompletion(r, 11, at(now+ttft+10*step))
+		now += ttft + 10*step + 0.5
+	}
+	sp := st.Speed()
+	if math.Abs(sp.PrefillTokensPerSecond-rate)/rate > 0.15 {
+		t.Errorf("prefill rate learned %.0f, true %.0f", sp.PrefillTokensPerSecond, rate)
+	}
+	if math.Abs(sp.DecodeStepSeconds-step)/step > 0.05 {
+		t.Errorf("decode step learned %.4f, true %.4f", sp.DecodeStepSeconds, step)
+	}
+}
+
+// TestStepLearningIgnoresBatchEchoAndPrefillSteps drives an endpoint like a
+// busy server: eight sequences report every step at the same instant, and
+// every fourth step also computes a prompt chunk and takes five times longer.
+// The decode step must be the typical step (not the last one), the mean
+// inter-token time must include the long steps, and a prefill rate learned
+// from a first token that arrives right after a long step must stay true.
+func TestStepLearningIgnoresBatchEchoAndPrefillSteps(t *testing.T) {
+	const step, rate = 0.010, 20000.0
+	st := endpoint(t)
+	var seqs []*datastore.Request
+	for range 8 {
+		r := &datastore.Request{UncachedTokens: 10, ChunkTokens: 8192}
+		st.Picked(r, at(0))
+		st.ObserveFirstToken(r, at(0.001))
+		seqs = append(seqs, r)
+	}
+	now := 0.001
+	for k := 1; k <= 400; k++ {
+		gap := step
+		if k%4 == 0 {
+			gap = 5 * step
+		}
+		now += gap
+		for _, r := range seqs {
+			st.ObserveTokens(r, 1, at(now))
+		}
+	}
+	sp := st.Speed()
+	if math.Abs(sp.DecodeStepSeconds-step)/step > 0.1 {
+		t.Errorf("decode step %.4f, want the typical step %.4f", sp.DecodeStepSeconds, step)
+	}
+	if mean := 2 * step; math.Abs(sp.InterTokenSeconds-mean)/mean > 0.25 {
+		t.Errorf("mean inter-token time %.4f, want about %.4f", sp.InterTokenSeconds, mean)
+	}
+	// Requests whose prefill shares the long step: TTFT = wait + step + prefill.
+	for i := range 20 {
+		r := &datastore.Request{UncachedTokens: 2000, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		now += step + 2000/rate
+		st.ObserveFirstToken(r, at(now))
+		for _, s := range seqs {
+			st.ObserveTokens(s, 1, at(now))
+		}
+		now += float64(i%3) * step
+	}
+	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.15 {
+		t.Errorf("prefill rate %.0f, true %.0f", got, rate)
+	}
+}
+
+// TestLearnsAdapterLoadAndRequestDuration: a request whose adapter was not
+// running there teaches the load time (its delay beyond the predicted
+// prefill), not the prefill rate; completions teach the request duration.
+func TestLearnsAdapterLoadAndRequestDuration(t *testing.T) {
+	const rate, step, load = 20000.0, 0.010, 0.2
+	st := endpoint(t)
+	st.UpdateMetrics(datastore.Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 4}, at(0))
+	now := 0.0
+	for i := range 10 {
+		resident := &datastore.Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "sql"}
+		st.Picked(resident, at(now))
+		st.ObserveFirstToken(resident, at(now+1000/rate+step))
+		st.ObserveCompletion(resident, 100, at(now+2))
+		now += 3
+		// A new adapter for each request: none is running, each loads.
+		fresh := &datastore.Request{UncachedTokens: 1000, ChunkTokens: 8192, Adapter: "a" + strconv.Itoa(i)}
+		st.Picked(fresh, at(now))
+		st.ObserveFirstToken(fresh, at(now+1000/rate+step+load))
+		st.ObserveCompletion(fresh, 100, at(now+2))
+		now += 3
+		st.UpdateMetrics(datastore.Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 4}, at(now))
+	}
+	sp := st.Speed()
+	if sp.AdapterLoadSamples != 10 || math.Abs(sp.AdapterLoadSeconds-load)/load > 0.2 {
+		t.Errorf("adapter load %.3f s over %d samples, want %.3f over 10", sp.AdapterLoadSeconds, sp.AdapterLoadSamples, load)
+	}
+	if math.Abs(sp.PrefillTokensPerSecond-rate)/rate > 0.25 {
+		t.Errorf("prefill rate %.0f polluted by adapter loads, true %.0f", sp.PrefillTokensPerSecond, rate)
+	}
+	if sp.RequestSamples != 20 || math.Abs(sp.RequestSeconds-2) > 0.01 {
+		t.Errorf("request duration %.3f s over %d samples, want 2 over 20", sp.RequestSeconds, sp.RequestSamples)
+	}
+}
+
+// TestPrefillRateFromBusyIntervals: requests that arrive together finish their
+// prefill in the same engine step, so the first one's time to first token
+// holds the second one's prompt too. Learning from busy intervals between
+// first tokens gets the server's rate; learning from each time to first token
+// (with the work estimated ahead at the pick) got it some 25% slow here.
+func TestPrefillRateFromBusyIntervals(t *testing.T) {
+	const rate, step = 10000.0, 0.02
+	st := endpoint(t)
+	now := 0.0
+	for i := 0; i < 40; i++ {
+		a := &datastore.Request{UncachedTokens: 3000, ChunkTokens: 8192}
+		b := &datastore.Request{UncachedTokens: 3000, ChunkTokens: 8192}
+		st.Picked(a, at(now))
+		st.Picked(b, at(now+0.001)) // joins a's step
+		done := now + step/2 + 6000/rate + step
+		st.ObserveFirstToken(a, at(done))
+		st.ObserveFirstToken(b, at(done))
+		st.ObserveCompletion(a, 10, at(done+9*step))
+		st.ObserveCompletion(b, 10, at(done+9*step))
+		now = done + 1
+	}
+	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.05 {
+		t.Fatalf("prefill rate learned %.0f tokens/s, true %.0f", got, rate)
+	}
+}
+
+// TestStallDoesNotCollapseRate: a request that waits seconds for memory (or
+// anything but prefill) before its first token moves the rate by a bounded
+// amount instead of dividing it by the stall, and the rate comes back.
+func TestStallDoesNotCollapseRate(t *testing.T) {
+	const rate, step = 10000.0, 0.02
+	st := endpoint(t)
+	now := 0.0
+	serve := func(wait float64) {
+		r := &datastore.Request{UncachedTokens: 1000, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		ft := now + wait + step + 1000/rate
+		st.ObserveFirstToken(r, at(ft))
+		st.ObserveCompletion(r, 10, at(ft+9*step))
+		now = ft + 1
+	}
+	for range 40 {
+		serve(0)
+	}
+	serve(20) // a 20 s stall: 200 times the request's prefill
+	if got := st.Speed().PrefillTokensPerSecond; got < 0.4*rate {
+		t.Fatalf("one stalled request dropped the rate to %.0f tokens/s (true %.0f)", got, rate)
+	}
+	for range 60 {
+		serve(0)
+	}
+	if got := st.Speed().PrefillTokensPerSecond; math.Abs(got-rate)/rate > 0.05 {
+		t.Fatalf("rate %.0f tokens/s after the stall passed, true %.0f", got, rate)
+	}
+}

@@ -1,0 +1,38 @@
+package latency
+
+// Speed is what the picker has learned about how fast an endpoint works.
+type Speed struct {
+	// PrefillTokensPerSecond is the rate at which the endpoint works through
+	// uncached prompt tokens (queued ones included).
+	PrefillTokensPerSecond float64
+	// DecodeStepSeconds is the endpoint's typical engine step (the median time
+	// between two tokens of a sequence): the overhead every step adds to a
+	// prefill, and the pace of decoding when no prompt competes.
+	DecodeStepSeconds float64
+	// InterTokenSeconds is the mean time between two tokens, prompt chunks
+	// sharing the steps included: what a new stream's time per token would be.
+	InterTokenSeconds float64
+	// AdapterLoadSeconds is the first-token delay beyond the predicted prefill
+	// of requests whose LoRA adapter was not running there: the expected cost of
+	// loading an adapter (resident idle adapters make it lower than a load).
+	AdapterLoadSeconds float64
+	// RequestSeconds is the mean time from pick to completion.
+	RequestSeconds float64
+	// PrefillSamples, DecodeSamples, AdapterLoadSamples and RequestSamples count
+	// the observations behind each figure; zero means it is unknown (the prior).
+	PrefillSamples     int
+	DecodeSamples      int
+	AdapterLoadSamples int
+	RequestSamples     int
+}
+
+// Priors are the speeds assumed for an endpoint before any observation. They
+// are deliberately optimistic so that a new endpoint receives traffic and is
+// measured quickly.
+type Priors struct {
+	PrefillTokensPerSecond float64
+	DecodeStepSeconds      float64
+}
+
+// DefaultPriors is roughly a current data-centre GPU serving an 8B model.
+var DefaultPriors = Priors{PrefillTokensPerSecond: 20000, DecodeStepSeconds: 0.010}
