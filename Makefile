@@ -7,7 +7,7 @@ CONTROLLER_GEN := $(GO) tool controller-gen
 BIN := bin
 # Operator version written into the OLM bundle.
 VERSION ?= 0.1.0
-CMDS := manager epp bbr modelsim igw-gateway igw-bench
+CMDS := manager epp bbr modelsim igw-gateway igw-bench-gateway igw-bench
 # Time each fuzz target runs in `make test`: long enough to exercise the parsers, short for CI.
 FUZZTIME ?= 10s
 

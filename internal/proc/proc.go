@@ -4,7 +4,8 @@
 // their choosing, waits until they are ready, and stops them.
 //
 // A command announces its address by printing "listening on http://HOST:PORT"
-// on stdout, as cmd/modelsim and cmd/igw-gateway do with --port 0.
+// on stdout, as cmd/modelsim, cmd/igw-gateway and cmd/igw-bench-gateway do
+// with --port 0.
 package proc
 
 import (

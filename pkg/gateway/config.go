@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/pkg/bbr"
-	"github.com/igw-dev/igw/pkg/bench/policies"
 )
 
 // Config is the gateway's model map: which pool of endpoints serves which
@@ -108,12 +107,6 @@ func (c *Config) Validate() error {
 			if !slices.Contains(p.Models, base) {
 				bad("pool %q: adapter %q runs on %q, which the pool does not serve", p.Name, a, base)
 			}
-		}
-		if p.Policy != "" && !policies.Known(p.Policy) {
-			bad("pool %q: unknown policy %q (known: %v)", p.Name, p.Policy, policies.Names)
-		}
-		if p.Policy == policies.Oracle {
-			bad("pool %q: the oracle policy needs the simulator's exact cost model and runs only in the des benchmark", p.Name)
 		}
 	}
 	return errors.Join(errs...)

@@ -21,7 +21,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -39,6 +42,8 @@ type upstream struct {
 	mu       sync.Mutex
 	requests []map[string]any
 	hold     func(r *http.Request)
+	// status, when set, is the answer to every request, with an error body.
+	status int
 }
 
 func startUpstream(t *testing.T, name string) *upstream {
@@ -86,9 +91,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	body["_base_header"] = r.Header.Get(wire.HeaderBaseModelName)
 	u.mu.Lock()
 	u.requests = append(u.requests, body)
-	hold := u.hold
+	hold, status := u.hold, u.status
 	u.mu.Unlock()
 	w.Header().Set("x-upstream", u.name)
+	if status != 0 {
+		http.Error(w, `{"error":{"message":"failing on purpose"}}`, status)
+		return
+	}
 	if stream, _ := body["stream"].(bool); !stream {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"c","object":"text_completion","choices":[{"index":0,"text":"abc"}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`)
@@ -111,7 +120,14 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 // startGateway runs a gateway from command-line flags until the test ends.
 func startGateway(t *testing.T, args ...string) *Gateway {
 	t.Helper()
+	return startGatewayWith(t, nil, args...)
+}
+
+// startGatewayWith runs a gateway that knows the policies of reg besides igw.
+func startGatewayWith(t *testing.T, reg *Registry, args ...string) *Gateway {
+	t.Helper()
 	o := NewOptions()
+	o.Policies = reg
 	fs := pflag.NewFlagSet("igw-gateway", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse(append([]string{"--port", "0", "--bind-address", "127.0.0.1"}, args...)); err != nil {
@@ -487,21 +503,6 @@ func TestDebugHeaderExplainsThePick(t *testing.T) {
 	}
 }
 
-// TestBaselinePolicyRoundRobin: --policy runs a benchmark baseline in the
-// same gateway; round-robin alternates regardless of anything else.
-func TestBaselinePolicyRoundRobin(t *testing.T) {
-	a, b := startUpstream(t, "a"), startUpstream(t, "b")
-	g := startGateway(t, "--endpoints-file", endpointsFile(t, a, b), "--served-model-name", "m", "--policy", "round-robin")
-	var order []string
-	for range 4 {
-		r := post(t, g, "/v1/completions", completion)
-		order = append(order, r.header.Get("x-upstream"))
-	}
-	if order[0] == order[1] || order[0] != order[2] || order[1] != order[3] {
-		t.Errorf("round-robin order %q, want the two servers alternating", order)
-	}
-}
-
 // An adapter registered on one server only must not be sent to the other:
 // the igw policy reads each server's model list and keeps adapter requests
 // on the servers that list the adapter.
@@ -540,5 +541,142 @@ func TestUnknownPathIsOpenAI404(t *testing.T) {
 	r := post(t, g, "/v1/images/generations", completion)
 	if _, code, _ := openAIError(t, r); r.status != 404 || code != "unknown_url" {
 		t.Errorf("unknown path: %d %s", r.status, code)
+	}
+}
+
+// recorder is a registered policy's picker that sends every request to the
+// pool's first endpoint and records the lifecycle the gateway reports.
+type recorder struct {
+	store *datastore.Store
+	mu    sync.Mutex
+	log   []string
+}
+
+func (r *recorder) record(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, fmt.Sprintf(format, a...))
+}
+
+// ended reports whether the latest pick recorded has ended.
+func (r *recorder) ended() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.log)
+	return n > 0 && (strings.HasPrefix(r.log[n-1], "completion") || strings.HasPrefix(r.log[n-1], "failure"))
+}
+
+// take returns what was recorded so far and starts again.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.log
+	r.log = nil
+	return out
+}
+
+func (r *recorder) Resolve(model, _ string) (string, string) { return model, "" }
+
+func (r *recorder) Pick(_ context.Context, _ *scheduling.Request, _ bool, _ time.Time) (*Pick, *apierror.Error) {
+	eps := r.store.Endpoints(nil)
+	if len(eps) == 0 {
+		return nil, apierror.Unavailable("no endpoints")
+	}
+	r.record("pick")
+	return &Pick{Endpoint: eps[0].Key()}, nil
+}
+
+func (r *recorder) Reroute(*Pick, string, time.Time)          { r.record("reroute") }
+func (r *recorder) ObserveFirstToken(*Pick, time.Time)        { r.record("first token") }
+func (r *recorder) ObserveTokens(_ *Pick, n int, _ time.Time) { r.record("tokens %d", n) }
+func (r *recorder) ObserveCompletion(_ *Pick, out int, _ time.Time) {
+	r.record("completion %d", out)
+}
+func (r *recorder) ObserveFailure(_ *Pick, f director.Failure, _ time.Time) {
+	r.record("failure %d", f.Status)
+}
+func (r *recorder) UpdateMetrics(string, datastore.Metrics, time.Time) bool { return true }
+
+// TestRegisteredPolicyFollowsThePickLifecycle: a policy registered besides
+// igw serves a pool, and the gateway reports every pick's life to it: first
+// token, later tokens and completion with the usage for a whole stream; a
+// failure with the status for an error answer, and with none for a server
+// that cannot be reached.
+func TestRegisteredPolicyFollowsThePickLifecycle(t *testing.T) {
+	var rec *recorder
+	reg := NewRegistry()
+	if err := reg.Register("first", Policy{New: func(env PolicyEnv) (Picker, error) {
+		rec = &recorder{store: env.Store}
+		return rec, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	u := startUpstream(t, "a")
+	g := startGatewayWith(t, reg, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m", "--policy", "first")
+	lifecycle := func(what string, want ...string) {
+		t.Helper()
+		waitFor(t, what+" ends its pick", rec.ended)
+		if got := rec.take(); strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Fatalf("%s: lifecycle %q, want %q", what, got, want)
+		}
+	}
+
+	if r := post(t, g, "/v1/completions", `{"model":"m","prompt":"hello","max_tokens":3,"stream":true}`); r.status != http.StatusOK {
+		t.Fatalf("stream: %d %s", r.status, r.body)
+	}
+	lifecycle("a whole stream", "pick", "first token", "tokens 2", "completion 3")
+
+	u.mu.Lock()
+	u.status = http.StatusInternalServerError
+	u.mu.Unlock()
+	if r := post(t, g, "/v1/completions", completion); r.status != http.StatusInternalServerError {
+		t.Fatalf("failing server: %d, want its 500 passed on", r.status)
+	}
+	lifecycle("an error answer", "pick", "failure 500")
+
+	u.Close()
+	if r := post(t, g, "/v1/completions", completion); r.status != http.StatusBadGateway {
+		t.Fatalf("unreachable server: %d, want 502", r.status)
+	}
+	lifecycle("an unreachable server", "pick", "failure 0")
+}
+
+// TestPolicyMustBeKnown: a gateway runs igw and the policies registered with
+// it, nothing else; the error names what it knows.
+func TestPolicyMustBeKnown(t *testing.T) {
+	reg := NewRegistry()
+	if err := reg.Register("first", Policy{New: func(PolicyEnv) (Picker, error) { return &recorder{}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{PolicyIGW, "first"} {
+		if err := reg.Register(bad, Policy{New: func(PolicyEnv) (Picker, error) { return &recorder{}, nil }}); err == nil {
+			t.Errorf("registering %q again succeeded", bad)
+		}
+	}
+	eps := endpointsFile(t)
+	for _, tc := range []struct {
+		reg  *Registry
+		args []string
+		want string
+	}{
+		{nil, []string{"--endpoints-file", eps, "--policy", "round-robin"}, `--policy must be one of igw, got "round-robin"`},
+		{reg, []string{"--endpoints-file", eps, "--policy", "random"}, `--policy must be one of igw, first, got "random"`},
+		{nil, []string{"--config", writeFile(t, "gateway.yaml", "pools:\n- {name: p, endpointsFile: "+eps+", policy: first}\n")},
+			`pool "p": unknown policy "first" (known: igw)`},
+	} {
+		o := NewOptions()
+		o.Policies = tc.reg
+		fs := pflag.NewFlagSet("igw-gateway", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := o.Complete()
+		if err == nil {
+			err = o.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }

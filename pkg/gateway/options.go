@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -28,8 +27,10 @@ type Options struct {
 	Adapters  []string
 	EPPConfig string
 
-	// Policy is every pool's default policy: igw, or a benchmark baseline.
+	// Policy is every pool's default policy: igw, or one of Policies.
 	Policy string
+	// Policies are the policies pools may run (nil: igw alone).
+	Policies *Registry
 
 	ConfigPollInterval time.Duration
 	ScrapeInterval     time.Duration
@@ -60,7 +61,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		Port:               8080,
-		Policy:             policies.IGW,
+		Policy:             PolicyIGW,
 		ConfigPollInterval: 250 * time.Millisecond,
 		ScrapeInterval:     50 * time.Millisecond,
 		ModelsInterval:     5 * time.Second,
@@ -83,7 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.ServedModelNames, "served-model-name", o.ServedModelNames, "Without --config: model names the pool serves (empty: every model).")
 	fs.StringSliceVar(&o.Adapters, "adapter", o.Adapters, "Without --config: LoRA adapters the pool serves, as adapter=base-model.")
 	fs.StringVar(&o.EPPConfig, "epp-config", o.EPPConfig, "Without --config: the pool's EPP scheduling configuration (default: the built-in); reloaded on change.")
-	fs.StringVar(&o.Policy, "policy", o.Policy, "Routing policy: igw, or a benchmark baseline ("+strings.Join(livePolicies(), ", ")+").")
+	fs.StringVar(&o.Policy, "policy", o.Policy, "Every pool's default routing policy: "+strings.Join(o.Policies.Names(), ", ")+".")
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often endpoints and EPP configuration files are re-read.")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each endpoint's metrics are scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one scrape (default: the scrape interval).")
@@ -97,18 +98,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Bound on one proxied request, response included (0: none).")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to a model server before trying the next fallback.")
 	fs.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "Run the gateway's clock this many times faster than the wall clock (benchmarks against modelsim --speedup); durations are in the gateway's time.")
-}
-
-// livePolicies are the policies a gateway can run: all but the oracle, which
-// needs the simulator's exact state.
-func livePolicies() []string {
-	var out []string
-	for _, p := range policies.Names {
-		if p != policies.Oracle {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // Complete fills defaults and resolves the pool configuration.
@@ -152,8 +141,8 @@ func (o *Options) Validate() error {
 	if o.Port < 0 || o.Port > 65535 {
 		bad("--port %d is out of range", o.Port)
 	}
-	if !policies.Known(o.Policy) || o.Policy == policies.Oracle {
-		bad("--policy must be one of %s, got %q", strings.Join(livePolicies(), ", "), o.Policy)
+	if !o.Policies.Known(o.Policy) {
+		bad("--policy must be one of %s, got %q", strings.Join(o.Policies.Names(), ", "), o.Policy)
 	}
 	switch {
 	case o.ScrapeInterval <= 0:
@@ -180,8 +169,15 @@ func (o *Options) Validate() error {
 	}
 	if o.Resolved == nil {
 		bad("options are not completed")
-	} else if err := o.Resolved.Validate(); err != nil && o.ConfigFile == "" {
-		errs = append(errs, err)
+	} else {
+		if err := o.Resolved.Validate(); err != nil && o.ConfigFile == "" {
+			errs = append(errs, err)
+		}
+		for _, p := range o.Resolved.Pools {
+			if p.Policy != "" && !o.Policies.Known(p.Policy) {
+				bad("pool %q: unknown policy %q (known: %s)", p.Name, p.Policy, strings.Join(o.Policies.Names(), ", "))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

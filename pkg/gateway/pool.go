@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"time"
 
-	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -18,10 +19,12 @@ import (
 // pool is one group of model servers with its own endpoint source, telemetry
 // scraper and picker: what an InferencePool and its EPP are in a cluster.
 type pool struct {
-	cfg     PoolConfig
-	policy  string
-	store   *datastore.Store
-	picker  picker
+	cfg    PoolConfig
+	policy string
+	store  *datastore.Store
+	picker Picker
+	// now is the gateway's clock, which the picker's reports carry.
+	now     func() time.Time
 	file    *source.File
 	watcher *config.Watcher // igw with an eppConfig file
 	scraper *telemetry.Scraper
@@ -29,7 +32,7 @@ type pool struct {
 }
 
 func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error) {
-	p := &pool{cfg: pc, policy: pc.Policy, store: datastore.NewStore(latency.DefaultPriors)}
+	p := &pool{cfg: pc, policy: pc.Policy, store: datastore.NewStore(latency.DefaultPriors), now: c.Now}
 	if p.policy == "" {
 		p.policy = o.Policy
 	}
@@ -39,7 +42,7 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 		return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
 	}
 	telemetryWanted := true
-	if p.policy == policies.IGW {
+	if p.policy == PolicyIGW {
 		d := director.New(p.store, director.Options{Staleness: o.MetricsStaleness,
 			StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
 		reg := plugins.NewRegistry()
@@ -56,7 +59,7 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 				return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
 			}
 		}
-		p.picker = &eppPicker{d: d, clock: c}
+		p.picker = &eppPicker{d: d}
 		if o.ModelsInterval > 0 {
 			p.lister = &telemetry.ModelLister{Store: p.store, Interval: c.Wall(o.ModelsInterval),
 				Timeout: c.Wall(o.ModelsTimeout), Now: c.Now}
@@ -65,12 +68,16 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 		if pc.EPPConfig != "" {
 			log.Warn("eppConfig applies to the igw policy only; ignored", "policy", p.policy)
 		}
-		pp, err := newPolicyPicker(p.policy, o.Seed, p.store, o.ScrapeInterval, c)
-		if err != nil {
-			return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
+		policy, ok := o.Policies.lookup(p.policy)
+		if !ok {
+			return nil, fmt.Errorf("pool %q: unknown policy %q (known: %s)", pc.Name, p.policy, strings.Join(o.Policies.Names(), ", "))
 		}
-		p.picker = pp
-		telemetryWanted = pp.wants.Telemetry
+		pk, err := policy.New(PolicyEnv{Policy: p.policy, Store: p.store, Seed: o.Seed, ScrapeInterval: o.ScrapeInterval})
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: policy %s: %w", pc.Name, p.policy, err)
+		}
+		p.picker = pk
+		telemetryWanted = policy.Telemetry
 	}
 	if telemetryWanted {
 		p.scraper = &telemetry.Scraper{Store: p.store, Sink: p.picker, Interval: c.Wall(o.ScrapeInterval),

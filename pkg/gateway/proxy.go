@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/requestbody"
 	"github.com/igw-dev/igw/pkg/epp/responsestream"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
@@ -23,7 +24,7 @@ import (
 // exchange is one proxied request: its pool, its pick and the response meter.
 type exchange struct {
 	pool     *pool
-	pick     *pick
+	pick     *Pick
 	meter    responsestream.Meter
 	status   int
 	first    bool // the first output event was seen
@@ -44,11 +45,15 @@ func (x *exchange) finish(complete bool) {
 		return
 	}
 	usage, ok := x.meter.Finish()
+	if !complete || x.status >= 400 {
+		x.pool.picker.ObserveFailure(x.pick, director.Failure{Status: x.status}, x.pool.now())
+		return
+	}
 	out := 0
-	if ok && complete && x.status < 400 {
+	if ok {
 		out = usage.CompletionTokens
 	}
-	x.pool.picker.Done(x.pick, out)
+	x.pool.picker.ObserveCompletion(x.pick, out, x.pool.now())
 }
 
 // observe meters one chunk of the response body.
@@ -62,11 +67,11 @@ func (x *exchange) observe(chunk []byte) {
 	}
 	if !x.first {
 		x.first = true
-		x.pool.picker.FirstToken(x.pick)
+		x.pool.picker.ObserveFirstToken(x.pick, x.pool.now())
 		events--
 	}
 	if events > 0 {
-		x.pool.picker.Tokens(x.pick, events)
+		x.pool.picker.ObserveTokens(x.pick, events, x.pool.now())
 	}
 }
 
@@ -119,7 +124,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		req.Model, req.Adapter = p.picker.Resolve(parsed.Model, dec.BaseModel)
 		req.Prompt = parsed.Prompt
 	}
-	pk, apiErr := p.picker.Pick(r.Context(), req, r.Header.Get(wire.HeaderDebug) == "1")
+	pk, apiErr := p.picker.Pick(r.Context(), req, r.Header.Get(wire.HeaderDebug) == "1", p.now())
 	g.parsers.Put(parser) // req.Prompt shares the parser's memory: unused from here
 	if apiErr != nil {
 		apiErr.Write(w)
@@ -243,7 +248,7 @@ func (t *fallbackTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		next := x.pick.Fallbacks[0]
 		x.pick.Endpoint, x.pick.Fallbacks = next, x.pick.Fallbacks[1:]
-		x.pool.picker.Reroute(x.pick, next)
+		x.pool.picker.Reroute(x.pick, next, x.pool.now())
 		body, berr := req.GetBody()
 		if berr != nil {
 			return nil, err

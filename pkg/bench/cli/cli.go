@@ -2,8 +2,9 @@
 //
 //	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
 //	               [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
+//	               [--igw-config FILE]
 //	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
-//	               [--mode des|live] [--duration D] [--parallel N] [--speedup K]
+//	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
 //	igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
 //	igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
 //	               [--parallel N] [--tolerance F]
@@ -36,6 +37,8 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/plots"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
 
 // backendOptions are the flags that configure a backend.
@@ -43,12 +46,16 @@ type backendOptions struct {
 	// speedup is the live simulators' speed relative to real GPUs (0: automatic).
 	speedup float64
 	log     io.Writer
+	// igwConfig is the igw policy's EPP configuration (YAML; "" for the built-in).
+	igwConfig string
 }
 
 // backends maps each --mode to its backend's constructor.
 var backends = map[string]func(backendOptions) bench.Backend{
-	"des":  func(backendOptions) bench.Backend { return des.Backend{} },
-	"live": func(o backendOptions) bench.Backend { return &live.Backend{Speedup: o.speedup, Log: o.log} },
+	"des": func(o backendOptions) bench.Backend { return des.Backend{IGWConfig: o.igwConfig} },
+	"live": func(o backendOptions) bench.Backend {
+		return &live.Backend{Speedup: o.speedup, Log: o.log, IGWConfig: o.igwConfig}
+	},
 }
 
 // validator is implemented by backends whose options can be wrong (the live
@@ -67,14 +74,16 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
 
   igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
                  [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
+                 [--igw-config FILE]
   igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
-                 [--mode des|live] [--duration D] [--parallel N] [--speedup K]
+                 [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
   igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
   igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
                  [--parallel N] [--tolerance F]
 
 Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, igw, oracle" + `
 (--mode live runs all but oracle, which needs the simulators' exact state.)
+--igw-config FILE runs igw with that EPP configuration instead of the built-in one.
 `
 
 // Main runs the command line args (without the program name) and returns the
@@ -118,6 +127,8 @@ type common struct {
 	parallel int
 	speedup  float64
 	out      string
+	// igwConfig is the --igw-config file ("": the built-in configuration).
+	igwConfig string
 }
 
 func (c *common) register(fs *flag.FlagSet, defaultOut string) {
@@ -129,6 +140,7 @@ func (c *common) register(fs *flag.FlagSet, defaultOut string) {
 	fs.Float64Var(&c.speedup, "speedup", 0, "live: run the simulated GPUs this many times faster than real ones "+
 		"(0: real time, slower when the machine could not keep up; below 1 for fidelity, above 1 for quick looks)")
 	fs.StringVar(&c.out, "out", defaultOut, "directory for results and plots")
+	fs.StringVar(&c.igwConfig, "igw-config", "", "EPP configuration file (YAML) the igw policy runs instead of the built-in one, for experiments")
 }
 
 // resolve validates the flags and returns the backend and the policies to
@@ -153,7 +165,18 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 		// speedup multiplies: one run at a time unless asked.
 		c.parallel = 1
 	}
-	b := newBackend(backendOptions{speedup: c.speedup, log: stderr})
+	bo := backendOptions{speedup: c.speedup, log: stderr}
+	if c.igwConfig != "" {
+		data, err := os.ReadFile(c.igwConfig)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--igw-config: %w", err)
+		}
+		if _, err := config.Load(data, plugins.NewRegistry()); err != nil {
+			return nil, nil, fmt.Errorf("--igw-config %s: %w", c.igwConfig, err)
+		}
+		bo.igwConfig = string(data)
+	}
+	b := newBackend(bo)
 	if v, ok := b.(validator); ok {
 		if err := v.Validate(); err != nil {
 			return nil, nil, fmt.Errorf("--mode %s: %w", c.mode, err)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/igw-dev/igw/pkg/bench/policies"
 )
 
 const small = "../../../bench/testdata/small.yaml"
@@ -217,5 +219,50 @@ func TestFidelityComparesBothModes(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "leaves out oracle") {
 		t.Errorf("stderr %q", stderr)
+	}
+}
+
+// --igw-config runs igw with the given EPP configuration: with the legacy
+// blend's, igw routes exactly as the legacy-blend policy does; without it,
+// igw runs its own. A configuration the picker rejects fails at once.
+func TestIGWConfigReplacesTheBuiltInConfiguration(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "legacy.yaml")
+	if err := os.WriteFile(file, []byte(policies.LegacyBlendConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results := func(args ...string) map[string]string {
+		t.Helper()
+		stdout, stderr, code := runCLI(t, append([]string{"run", "--scenario", small, "--format", "json",
+			"--policies", "igw,legacy-blend", "--duration", "10s"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep struct {
+			Results []map[string]any `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range rep.Results {
+			policy := r["policy"].(string)
+			delete(r, "policy")
+			b, _ := json.Marshal(r)
+			out[policy] = string(b)
+		}
+		return out
+	}
+	if r := results("--igw-config", file); r["igw"] != r["legacy-blend"] {
+		t.Errorf("igw with the legacy blend's configuration:\n%s\nlegacy-blend:\n%s", r["igw"], r["legacy-blend"])
+	}
+	if r := results(); r["igw"] == r["legacy-blend"] {
+		t.Error("igw without --igw-config routes as the legacy blend: the test proves nothing")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("scorers: [{plugin: no-such-scorer, weight: 1}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runCLI(t, "run", "--scenario", small, "--igw-config", bad); code == 0 || !strings.Contains(stderr, "--igw-config "+bad) {
+		t.Fatalf("bad configuration: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -62,7 +62,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "igw demo: %s\nserving it live (simulators and the standalone gateway on loopback, %s) through %s\n",
 		describeWorkload(sc), speed, strings.Join(demoPolicies, ", then "))
 	start := time.Now()
-	fmt.Fprintln(stderr, "building modelsim and igw-gateway (cached after the first time) ...")
+	fmt.Fprintln(stderr, "building modelsim and igw-bench-gateway (cached after the first time) ...")
 	if err := b.Prepare(); err != nil {
 		return err
 	}

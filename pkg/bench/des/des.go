@@ -20,11 +20,16 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/workload"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/sim"
 )
 
 // Backend runs jobs in virtual time.
-type Backend struct{}
+type Backend struct {
+	// IGWConfig is the igw policy's EPP configuration (YAML); "" for the
+	// built-in one.
+	IGWConfig string
+}
 
 // Mode implements bench.Backend.
 func (Backend) Mode() string { return "des" }
@@ -54,10 +59,10 @@ type run struct {
 }
 
 // Run implements bench.Backend.
-func (Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator, rec *bench.Recorder, progress func(float64)) error {
+func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator, rec *bench.Recorder, progress func(float64)) error {
 	sc := job.Scenario
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
-	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict}
+	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig}
 	groups := sc.PodGroups()
 	for i, cfg := range sc.PodConfigs(job.Seed) {
 		e, err := sim.New(cfg)
@@ -167,7 +172,7 @@ func (r *run) arrive(req *workload.Request) {
 	if err == nil {
 		err = r.pods[pod].Submit(sim.Request{ID: req.ID, Adapter: req.Adapter, Prompt: req.Tokens, OutputTokens: req.OutputTokens}, at)
 		if err != nil {
-			r.router.Done(ticket, 0, now)
+			r.router.ObserveFailure(ticket, director.Failure{}, now)
 		}
 	}
 	if err != nil {
@@ -195,12 +200,12 @@ func (r *run) handle(events []sim.Event) {
 		switch ev.Kind {
 		case sim.EventFirstToken:
 			r.rec.FirstToken(ev.RequestID, ev.Time)
-			r.router.FirstToken(f.ticket, now)
+			r.router.ObserveFirstToken(f.ticket, now)
 		case sim.EventToken:
-			r.router.Tokens(f.ticket, 1, now)
+			r.router.ObserveTokens(f.ticket, 1, now)
 		case sim.EventFinish:
 			r.rec.Finished(ev.RequestID, ev.Time, ev.Tokens, ev.PromptTokens, ev.CachedTokens)
-			r.router.Done(f.ticket, ev.Tokens, now)
+			r.router.ObserveCompletion(f.ticket, ev.Tokens, now)
 			delete(r.flying, ev.RequestID)
 			r.gen.Finished(f.req, ev.Time, true)
 		}

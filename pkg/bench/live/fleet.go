@@ -20,6 +20,7 @@ import (
 
 	"github.com/igw-dev/igw/internal/proc"
 	"github.com/igw-dev/igw/pkg/bench"
+	"github.com/igw-dev/igw/pkg/bench/livegateway"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/workload"
 	"github.com/igw-dev/igw/pkg/gateway"
@@ -38,9 +39,10 @@ type fleet struct {
 	client  *http.Client
 }
 
-// startFleet starts a simulator per pod and the gateway in front of them.
+// startFleet starts a simulator per pod and the gateway in front of them;
+// igwConfig, when set, is the pool's EPP configuration for the igw policy.
 // The returned fleet, even with an error, holds what started: stop it.
-func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binaries) (*fleet, error) {
+func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binaries, igwConfig string) (*fleet, error) {
 	sc := job.Scenario
 	dir, err := os.MkdirTemp("", "igw-live-")
 	if err != nil {
@@ -78,6 +80,12 @@ func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binari
 		return f, err
 	}
 	pool := gateway.PoolConfig{Name: sc.Name, Models: []string{sc.Model()}, EndpointsFile: "endpoints.yaml"}
+	if igwConfig != "" && job.Policy == policies.IGW {
+		pool.EPPConfig = "igw-epp.yaml"
+		if err := os.WriteFile(filepath.Join(dir, pool.EPPConfig), []byte(igwConfig), 0o644); err != nil {
+			return f, err
+		}
+	}
 	for _, a := range adapters {
 		if pool.Adapters == nil {
 			pool.Adapters = map[string]string{}
@@ -87,7 +95,7 @@ func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binari
 	if err := writeYAML(filepath.Join(dir, "gateway.yaml"), gateway.Config{Pools: []gateway.PoolConfig{pool}}); err != nil {
 		return f, err
 	}
-	f.gateway, err = proc.Start(ctx, "igw-gateway", bins.gateway, gatewayArgs(job, dir, speedup), "/readyz")
+	f.gateway, err = proc.Start(ctx, gatewayCommand, bins.gateway, gatewayArgs(job, dir, speedup), "/readyz")
 	return f, err
 }
 
@@ -174,7 +182,7 @@ func endpointOf(addr, group string, cfg sim.Config) (endpoint, error) {
 		kv = prof.KVCapacityTokens
 	}
 	return endpoint{Address: host, Port: n, Labels: map[string]string{
-		gateway.LabelGroup: group, gateway.LabelKVCacheTokens: strconv.Itoa(kv)}}, nil
+		livegateway.LabelGroup: group, livegateway.LabelKVCacheTokens: strconv.Itoa(kv)}}, nil
 }
 
 // simArgs are modelsim's flags for one pod: every key of its configuration
@@ -202,7 +210,7 @@ func simArgs(host string, cfg sim.Config, speedup float64, adapters []string) []
 	return args
 }
 
-// gatewayArgs are igw-gateway's flags: the pool file in dir, the policy and
+// gatewayArgs are the gateway's flags: the pool file in dir, the policy and
 // seed, the clock scaled like the simulators', and the scenario's telemetry
 // interval and staleness as the des backend models them.
 func gatewayArgs(job bench.Job, dir string, speedup float64) []string {

@@ -1,7 +1,8 @@
 // Package live is the benchmark's live backend: every pod of the scenario is
 // a simulator process (cmd/modelsim) on loopback, the policy runs in the
-// standalone gateway (cmd/igw-gateway: the EPP in process for igw, the
-// benchmark's baseline routers otherwise), and the workload generator's
+// standalone gateway (cmd/igw-bench-gateway: pkg/gateway with the EPP in
+// process for igw, the benchmark's baseline routers registered for the
+// others, see pkg/bench/livegateway), and the workload generator's
 // requests go through real HTTP with streamed SSE responses.
 //
 // Time: the simulators run Speedup times faster than the GPUs they model and
@@ -39,11 +40,14 @@ type Backend struct {
 	// Speedup is the simulators' --speedup and the gateway's --time-scale;
 	// 0 picks one per scenario (AutoSpeedup).
 	Speedup float64
-	// BinDir is the directory holding modelsim and igw-gateway; "" finds or
+	// BinDir is the directory holding modelsim and igw-bench-gateway; "" finds or
 	// builds them (Binary).
 	BinDir string
 	// Log receives the processes' stderr when a run fails (nil: discarded).
 	Log io.Writer
+	// IGWConfig is the igw policy's EPP configuration (YAML), given to the
+	// gateway's pool as its eppConfig; "" for the built-in one.
+	IGWConfig string
 }
 
 // Mode implements bench.Backend.
@@ -143,7 +147,7 @@ func (b *Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generato
 	if err != nil {
 		return err
 	}
-	f, err := startFleet(ctx, job, k, bins)
+	f, err := startFleet(ctx, job, k, bins, b.IGWConfig)
 	if f != nil {
 		defer f.stop()
 	}

@@ -162,17 +162,17 @@ func TestGatewayFailureIsReported(t *testing.T) {
 	if err := os.Symlink(bins.modelsim, filepath.Join(dir, "modelsim")); err != nil {
 		t.Fatal(err)
 	}
-	script := "#!/bin/sh\necho 'igw-gateway: broken on purpose' >&2\nexit 1\n"
-	if err := os.WriteFile(filepath.Join(dir, "igw-gateway"), []byte(script), 0o755); err != nil {
+	script := "#!/bin/sh\necho 'gateway: broken on purpose' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, gatewayCommand), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	job := bench.Job{Scenario: loadTiny(t), Policy: policies.IGW, Seed: 1}
-	f, err := startFleet(context.Background(), job, testSpeedup, binaries{modelsim: filepath.Join(dir, "modelsim"), gateway: filepath.Join(dir, "igw-gateway")})
+	f, err := startFleet(context.Background(), job, testSpeedup, binaries{modelsim: filepath.Join(dir, "modelsim"), gateway: filepath.Join(dir, gatewayCommand)}, "")
 	if f == nil {
 		t.Fatalf("no fleet to stop: %v", err)
 	}
 	f.stop()
-	if err == nil || !strings.Contains(err.Error(), "igw-gateway exited") || !strings.Contains(err.Error(), "broken on purpose") {
+	if err == nil || !strings.Contains(err.Error(), gatewayCommand+" exited") || !strings.Contains(err.Error(), "broken on purpose") {
 		t.Fatalf("err = %v", err)
 	}
 	for _, p := range f.pods {

@@ -8,12 +8,16 @@ import (
 	"github.com/igw-dev/igw/internal/proc"
 )
 
+// gatewayCommand is the gateway a live run starts: the standalone gateway
+// with the benchmark's baselines registered (pkg/bench/livegateway).
+const gatewayCommand = "igw-bench-gateway"
+
 // binaries are the commands a live run starts.
 type binaries struct {
 	modelsim, gateway string
 }
 
-// findBinaries locates modelsim and igw-gateway: in dir when it is given,
+// findBinaries locates modelsim and igw-bench-gateway: in dir when it is given,
 // else as Binary finds them.
 func findBinaries(dir string) (binaries, error) {
 	find := Binary
@@ -25,12 +29,12 @@ func findBinaries(dir string) (binaries, error) {
 	if b.modelsim, err = find("modelsim"); err != nil {
 		return b, err
 	}
-	b.gateway, err = find("igw-gateway")
+	b.gateway, err = find(gatewayCommand)
 	return b, err
 }
 
 // Binary returns the path of one of the repository's commands (modelsim,
-// igw-gateway): the file beside the running executable when there is one
+// igw-bench-gateway): the file beside the running executable when there is one
 // (bin/ after `make build`), else a build of ./cmd/NAME from the module the
 // working directory is in (built once per process, so never stale), else
 // NAME on the PATH.

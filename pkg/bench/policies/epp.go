@@ -15,11 +15,11 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
 
-// legacyBlendConfig is the default of the system igw is modelled on, as an EPP
+// LegacyBlendConfig is the default of the system igw is modelled on, as an EPP
 // configuration: queue 2, kv-cache 2, prefix 3, max-score picker with random
 // tie-break, its prefix scorer cutting prompts into 64-character (16-token)
 // blocks, at most 256 of them, with no minimum match.
-const legacyBlendConfig = `
+const LegacyBlendConfig = `
 plugins:
 - {name: prefix, type: prefix-cache, parameters: {minMatchTokens: 16}}
 scorers:
@@ -90,16 +90,20 @@ func (r *eppRouter) Route(req *Request, now time.Time) (int, Ticket, error) {
 	return r.podOf[res.Primary], res, nil
 }
 
-func (r *eppRouter) FirstToken(t Ticket, now time.Time) {
+func (r *eppRouter) ObserveFirstToken(t Ticket, now time.Time) {
 	r.d.ObserveFirstToken(t.(*director.Result), now)
 }
 
-func (r *eppRouter) Tokens(t Ticket, n int, now time.Time) {
+func (r *eppRouter) ObserveTokens(t Ticket, n int, now time.Time) {
 	r.d.ObserveTokens(t.(*director.Result), n, now)
 }
 
-func (r *eppRouter) Done(t Ticket, outputTokens int, now time.Time) {
+func (r *eppRouter) ObserveCompletion(t Ticket, outputTokens int, now time.Time) {
 	r.d.ObserveCompletion(t.(*director.Result), outputTokens, now)
+}
+
+func (r *eppRouter) ObserveFailure(t Ticket, f director.Failure, now time.Time) {
+	r.d.ObserveFailure(t.(*director.Result), f, now)
 }
 
 func (r *eppRouter) Observe(pod int, m *datastore.Metrics, now time.Time) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
@@ -105,9 +106,12 @@ func (s *sglang) Route(req *Request, _ time.Time) (int, Ticket, error) {
 	return pod, podTicket{pod}, nil
 }
 
-func (s *sglang) FirstToken(Ticket, time.Time)               {}
-func (s *sglang) Tokens(Ticket, int, time.Time)              {}
-func (s *sglang) Done(t Ticket, _ int, _ time.Time)          { s.load[t.(podTicket).pod]-- }
+func (s *sglang) ObserveFirstToken(Ticket, time.Time)            {}
+func (s *sglang) ObserveTokens(Ticket, int, time.Time)           {}
+func (s *sglang) ObserveCompletion(t Ticket, _ int, _ time.Time) { s.load[t.(podTicket).pod]-- }
+func (s *sglang) ObserveFailure(t Ticket, _ director.Failure, now time.Time) {
+	s.ObserveCompletion(t, 0, now)
+}
 func (s *sglang) Observe(int, *datastore.Metrics, time.Time) {}
 func (s *sglang) Wants() Feedback                            { return Feedback{} }
 
@@ -156,7 +160,7 @@ func (d *dynamo) Route(req *Request, _ time.Time) (int, Ticket, error) {
 	return pod, t, nil
 }
 
-func (d *dynamo) FirstToken(t Ticket, _ time.Time) {
+func (d *dynamo) ObserveFirstToken(t Ticket, _ time.Time) {
 	dt := t.(*dynamoTicket)
 	if !dt.prefillDone {
 		dt.prefillDone = true
@@ -164,12 +168,16 @@ func (d *dynamo) FirstToken(t Ticket, _ time.Time) {
 	}
 }
 
-func (d *dynamo) Tokens(Ticket, int, time.Time) {}
+func (d *dynamo) ObserveTokens(Ticket, int, time.Time) {}
 
-func (d *dynamo) Done(t Ticket, _ int, now time.Time) {
-	d.FirstToken(t, now)
+func (d *dynamo) ObserveCompletion(t Ticket, _ int, now time.Time) {
+	d.ObserveFirstToken(t, now)
 	dt := t.(*dynamoTicket)
 	d.active[dt.pod] -= dt.blocks
+}
+
+func (d *dynamo) ObserveFailure(t Ticket, _ director.Failure, now time.Time) {
+	d.ObserveCompletion(t, 0, now)
 }
 
 func (d *dynamo) Observe(int, *datastore.Metrics, time.Time) {}

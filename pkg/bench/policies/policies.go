@@ -1,7 +1,8 @@
 // Package policies are the routing policies the benchmark compares, behind
 // one transport-neutral Router interface: a backend asks Route for a pod and
-// reports the request's first token, later tokens and completion, plus
-// telemetry samples of the pods, each at the time it happens.
+// reports what became of the request through the pick lifecycle every igw
+// picker shares (director.Lifecycle: first token, later tokens, completion or
+// failure), plus telemetry samples of the pods, each at the time it happens.
 //
 // Which code each policy runs:
 //
@@ -18,11 +19,11 @@ package policies
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/director"
 )
 
 // Policy names, as the benchmark contract spells them.
@@ -67,12 +68,12 @@ type Feedback struct {
 // Router routes requests to pods 0..n-1 of a fleet. Calls come in time order
 // from one goroutine.
 type Router interface {
-	// Route picks the pod for req at now; an error fails the request.
+	// Route picks the pod for req at now; an error fails the request. The
+	// ticket is the pick's handle for the lifecycle's reports.
 	Route(req *Request, now time.Time) (pod int, t Ticket, err error)
-	// FirstToken, Tokens and Done report what happened to a routed request.
-	FirstToken(t Ticket, now time.Time)
-	Tokens(t Ticket, n int, now time.Time)
-	Done(t Ticket, outputTokens int, now time.Time)
+	// Every routed request's first token, later tokens and end are reported
+	// as they happen.
+	director.Lifecycle[Ticket]
 	// Observe hands over a telemetry sample of pod taken at now.
 	Observe(pod int, m *datastore.Metrics, now time.Time)
 	Wants() Feedback
@@ -98,6 +99,9 @@ type Fleet struct {
 	ScrapeInterval time.Duration
 	// Predict is needed by the oracle only.
 	Predict Predictor
+	// IGWConfig is the igw policy's EPP configuration (YAML); "" runs the
+	// built-in one (config.Default), what igw ships.
+	IGWConfig string
 }
 
 // New builds the named policy for fleet, with seed for its random choices.
@@ -118,9 +122,9 @@ func New(name string, fleet Fleet, seed uint64) (Router, error) {
 	case DynamoCost:
 		return newDynamo(fleet, rng), nil
 	case LegacyBlend:
-		return newEPP(fleet, legacyBlendConfig, seed)
+		return newEPP(fleet, LegacyBlendConfig, seed)
 	case IGW:
-		return newEPP(fleet, os.Getenv("IGW_BENCH_CONFIG"), seed)
+		return newEPP(fleet, fleet.IGWConfig, seed)
 	case Oracle:
 		if fleet.Predict == nil {
 			return nil, fmt.Errorf("policy oracle needs the exact cost model, which only the des backend has")
@@ -156,11 +160,12 @@ type podTicket struct{ pod int }
 // feedbackFree implements the observation methods of routers that use none.
 type feedbackFree struct{}
 
-func (feedbackFree) FirstToken(Ticket, time.Time)               {}
-func (feedbackFree) Tokens(Ticket, int, time.Time)              {}
-func (feedbackFree) Done(Ticket, int, time.Time)                {}
-func (feedbackFree) Observe(int, *datastore.Metrics, time.Time) {}
-func (feedbackFree) Wants() Feedback                            { return Feedback{} }
+func (feedbackFree) ObserveFirstToken(Ticket, time.Time)                {}
+func (feedbackFree) ObserveTokens(Ticket, int, time.Time)               {}
+func (feedbackFree) ObserveCompletion(Ticket, int, time.Time)           {}
+func (feedbackFree) ObserveFailure(Ticket, director.Failure, time.Time) {}
+func (feedbackFree) Observe(int, *datastore.Metrics, time.Time)         {}
+func (feedbackFree) Wants() Feedback                                    { return Feedback{} }
 
 // roundRobin cycles through the pods, blind to everything.
 type roundRobin struct {
@@ -197,7 +202,13 @@ func (l *leastRequest) Route(*Request, time.Time) (int, Ticket, error) {
 	return p, podTicket{p}, nil
 }
 
-func (l *leastRequest) Done(t Ticket, _ int, _ time.Time) { l.inFlight[t.(podTicket).pod]-- }
+func (l *leastRequest) ObserveCompletion(t Ticket, _ int, _ time.Time) {
+	l.inFlight[t.(podTicket).pod]--
+}
+
+func (l *leastRequest) ObserveFailure(t Ticket, _ director.Failure, now time.Time) {
+	l.ObserveCompletion(t, 0, now)
+}
 
 // oracle sends each request to the pod the exact cost model says answers
 // first, seeing the pods' exact state at that moment.

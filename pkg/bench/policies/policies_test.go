@@ -47,7 +47,7 @@ func TestRoundRobinAndLeastRequest(t *testing.T) {
 	if p0 == p1 {
 		t.Fatal("least-request sent two requests to one pod of two idle ones")
 	}
-	lr.Done(t1, 5, t0)
+	lr.ObserveCompletion(t1, 5, t0)
 	if p, _, _ := lr.Route(req(3, "x"), t0); p != p0 {
 		t.Fatalf("least-request ignored a completion: picked %d, want the freed %d", p, p0)
 	}
@@ -96,11 +96,11 @@ func TestDynamoCost(t *testing.T) {
 	if blocks == 0 || d.prefill[p] != blocks {
 		t.Fatalf("first request: active %v prefill %v", d.active, d.prefill)
 	}
-	d.FirstToken(first, t0)
+	d.ObserveFirstToken(first, t0)
 	if d.prefill[p] != 0 {
 		t.Fatalf("prefill blocks not released at the first token: %v", d.prefill)
 	}
-	d.Done(first, 10, t0)
+	d.ObserveCompletion(first, 10, t0)
 	if d.active[p] != 0 {
 		t.Fatalf("active blocks not released at completion: %v", d.active)
 	}
@@ -114,7 +114,7 @@ func TestDynamoCost(t *testing.T) {
 	if r, _, _ := d.Route(req(3, system+"question three"), t0); r == p {
 		t.Fatal("the holder's active blocks were not counted")
 	}
-	d.Done(second, 10, t0)
+	d.ObserveCompletion(second, 10, t0)
 }
 
 func TestEPPPoliciesRouteThroughTheDirector(t *testing.T) {
@@ -133,9 +133,9 @@ func TestEPPPoliciesRouteThroughTheDirector(t *testing.T) {
 				t.Fatalf("%s: pod %d ticket %v err %v", name, p, ticket, err)
 			}
 			seen[p] = true
-			r.FirstToken(ticket, t0.Add(50*time.Millisecond))
-			r.Tokens(ticket, 1, t0.Add(60*time.Millisecond))
-			r.Done(ticket, 2, t0.Add(70*time.Millisecond))
+			r.ObserveFirstToken(ticket, t0.Add(50*time.Millisecond))
+			r.ObserveTokens(ticket, 1, t0.Add(60*time.Millisecond))
+			r.ObserveCompletion(ticket, 2, t0.Add(70*time.Millisecond))
 		}
 		if len(seen) != 2 {
 			t.Errorf("%s used one pod of two idle ones", name)

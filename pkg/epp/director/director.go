@@ -1,7 +1,8 @@
 // Package director is the picker's entry point, shared by the ext_proc server,
 // the in-process gateway and the discrete-event benchmark: Schedule turns a
 // request into a destination (plus fallbacks) or an OpenAI-style error, and the
-// Observe methods feed what happened afterwards back into per-endpoint state.
+// Observe methods (the pick Lifecycle every picker shares) feed what happened
+// afterwards back into per-endpoint state.
 //
 // The director reads no clock: every call carries now. The pipeline (filters,
 // scorers, picker, admission) is swapped atomically on configuration reload,
@@ -201,7 +202,8 @@ type Result struct {
 }
 
 // Schedule picks endpoints for req at now. On success the pick already counts
-// against the destination; the caller must end it with ObserveCompletion.
+// against the destination; the caller reports what becomes of it (Lifecycle)
+// and must end it with ObserveCompletion or ObserveFailure.
 // explain asks for a score breakdown.
 func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explain bool, now time.Time) (*Result, *apierror.Error) {
 	if err := ctx.Err(); err != nil {
@@ -320,25 +322,4 @@ func (d *Director) putCycle(c *cycle) {
 	d.mu.Lock()
 	d.cycles = append(d.cycles, c)
 	d.mu.Unlock()
-}
-
-// ObserveFirstToken reports the first output token of a scheduled request.
-func (d *Director) ObserveFirstToken(r *Result, now time.Time) {
-	r.Endpoint.ObserveFirstToken(r.Request, now)
-}
-
-// ObserveTokens reports n more output tokens arriving together at now.
-func (d *Director) ObserveTokens(r *Result, n int, now time.Time) {
-	r.Endpoint.ObserveTokens(r.Request, n, now)
-}
-
-// ObserveCompletion ends a scheduled request (finished or failed);
-// outputTokens is the usage the server reported (0 if unknown). The server
-// caches the reply's blocks too, which ages the prefixes it holds; the prefix
-// index is charged alike.
-func (d *Director) ObserveCompletion(r *Result, outputTokens int, now time.Time) {
-	r.Endpoint.ObserveCompletion(r.Request, outputTokens, now)
-	if p := d.pipeline.Load(); p != nil && outputTokens > 0 {
-		d.index.Consume(r.Endpoint.ID(), outputTokens/d.blockTokens(p))
-	}
 }

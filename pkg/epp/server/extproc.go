@@ -410,11 +410,15 @@ func (s *ExtProc) finish(x *exchange, complete bool) {
 	x.done = true
 	res := x.result
 	usage, ok := x.meter.Finish()
-	out := 0
-	if ok && complete && x.status < 400 {
-		out = usage.CompletionTokens
+	if complete && x.status < 400 {
+		out := 0
+		if ok {
+			out = usage.CompletionTokens
+		}
+		s.Director.ObserveCompletion(res, out, s.now())
+	} else {
+		s.Director.ObserveFailure(res, director.Failure{Status: x.status}, s.now())
 	}
-	s.Director.ObserveCompletion(res, out, s.now())
 	if s.Metrics == nil {
 		return
 	}
