@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -74,20 +75,7 @@ func startRunner(t *testing.T, o *Options) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- r.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	servetest.Serve(t, "Run", r.Run)
 	return r
 }
 

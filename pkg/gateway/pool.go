@@ -43,17 +43,16 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 	}
 	telemetryWanted := true
 	if p.policy == PolicyIGW {
-		d := director.New(p.store, director.Options{Staleness: o.MetricsStaleness,
-			StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
-		reg := plugins.NewRegistry()
+		opts := director.Options{Staleness: o.MetricsStaleness, StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed}
+		var d *director.Director
 		if pc.EPPConfig == "" {
-			pl, err := config.Load([]byte(config.Default), reg)
-			if err != nil {
-				return nil, fmt.Errorf("built-in EPP configuration: %w", err)
+			var err error
+			if d, err = config.NewDirector(p.store, "", opts); err != nil {
+				return nil, err
 			}
-			d.SetPipeline(pl)
 		} else {
-			p.watcher = &config.Watcher{Path: pc.EPPConfig, Interval: o.ConfigPollInterval, Registry: reg,
+			d = director.New(p.store, opts)
+			p.watcher = &config.Watcher{Path: pc.EPPConfig, Interval: o.ConfigPollInterval, Registry: plugins.NewRegistry(),
 				Apply: d.SetPipeline, Log: log}
 			if err := p.watcher.Load(); err != nil {
 				return nil, fmt.Errorf("pool %q: %w", pc.Name, err)

@@ -5,15 +5,15 @@ import (
 	"testing"
 )
 
+// Every CharsPerToken bytes are a token, and a partial last one counts whole.
 func TestEstimateCountsAPartialTokenWhole(t *testing.T) {
-	for _, tc := range []struct {
-		text string
-		want int
-	}{
-		{"", 0}, {"a", 1}, {"abcd", 1}, {"abcde", 2}, {strings.Repeat("x", 4*CharsPerToken), 4},
-	} {
-		if got := Estimate(tc.text); got != tc.want {
-			t.Errorf("Estimate(%q) = %d, want %d", tc.text, got, tc.want)
+	for n := range 4*CharsPerToken + 1 {
+		want := n / CharsPerToken
+		if n%CharsPerToken != 0 {
+			want++
+		}
+		if got := Estimate(strings.Repeat("x", n)); got != want {
+			t.Errorf("Estimate of %d bytes = %d, want %d", n, got, want)
 		}
 	}
 }

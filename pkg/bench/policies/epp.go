@@ -2,7 +2,6 @@ package policies
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
 
 // LegacyBlendConfig is the default of the system igw is modelled on, as an EPP
@@ -48,13 +46,6 @@ func StalenessFor(scrape time.Duration) time.Duration { return max(200*time.Mill
 // newEPP builds a director over the fleet with the given configuration
 // ("" for config.Default, what igw ships).
 func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
-	if yaml == "" {
-		yaml = config.Default
-	}
-	pipeline, err := config.Load([]byte(yaml), plugins.NewRegistry())
-	if err != nil {
-		return nil, fmt.Errorf("epp configuration: %w", err)
-	}
 	store := datastore.NewStore(latency.DefaultPriors)
 	r := &eppRouter{podOf: map[string]int{}, ctx: context.Background()}
 	eps := make([]datastore.Endpoint, len(fleet.Pods))
@@ -64,10 +55,10 @@ func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
 		r.podOf[eps[i].Key()] = i
 	}
 	store.SetEndpoints(eps)
-	r.d = director.New(store, director.Options{Staleness: StalenessFor(fleet.ScrapeInterval),
+	var err error
+	r.d, err = config.NewDirector(store, yaml, director.Options{Staleness: StalenessFor(fleet.ScrapeInterval),
 		StalePolicy: director.StaleSaturated, Seed: seed})
-	r.d.SetPipeline(pipeline)
-	return r, nil
+	return r, err
 }
 
 // endpointOf is pod i's endpoint: its Key, or else a made-up unique address,

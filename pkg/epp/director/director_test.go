@@ -12,7 +12,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
 
 var t0 = time.Unix(1000, 0)
@@ -26,12 +25,10 @@ func newDirector(t testing.TB, cfg string, n int, opts director.Options) *direct
 			Labels: map[string]string{"idx": fmt.Sprint(i)}})
 	}
 	store.SetEndpoints(eps)
-	d := director.New(store, opts)
-	p, err := config.Load([]byte(cfg), plugins.NewRegistry())
+	d, err := config.NewDirector(store, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SetPipeline(p)
 	return d
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
@@ -32,12 +31,10 @@ func pickerOver(t *testing.T, cfg string, procs ...*simproc.Proc) (*director.Dir
 		eps = append(eps, endpoint(p))
 	}
 	store.SetEndpoints(eps)
-	d := director.New(store, director.Options{})
-	pl, err := config.Load([]byte(cfg), plugins.NewRegistry())
+	d, err := config.NewDirector(store, cfg, director.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SetPipeline(pl)
 	return d, &telemetry.Scraper{Store: store, Sink: d, Interval: time.Second, Timeout: 2 * time.Second}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -36,16 +37,7 @@ func start(t *testing.T, configure func(*options.Options)) (r *Runner, stop func
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- r.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("the picker stopped before serving: %v", err)
-	}
-	return r, func() error { cancel(); return <-done }
+	return r, servetest.Start(t, "the picker", r.Run)
 }
 
 // TestHotReloadUnderLoad swaps the configuration file while requests flow and

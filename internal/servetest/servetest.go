@@ -1,0 +1,41 @@
+// Package servetest runs a server for a test through the lifecycle every igw
+// server has (the EPP and BBR runners, the standalone gateway):
+// Run(ctx, ready) serves until ctx ends and closes ready once it listens.
+package servetest
+
+import (
+	"context"
+	"testing"
+)
+
+// RunFunc is a server's Run.
+type RunFunc func(ctx context.Context, ready chan<- struct{}) error
+
+// Start runs run in the background and returns once it is ready; a run that
+// ends first fails the test, naming what it runs. stop ends the run and
+// returns its error.
+func Start(t testing.TB, what string, run RunFunc) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- run(ctx, ready) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("%s stopped before serving: %v", what, err)
+	}
+	return func() error { cancel(); return <-done }
+}
+
+// Serve is Start with the run ended when the test ends, which fails if the
+// run returned an error.
+func Serve(t testing.TB, what string, run RunFunc) {
+	t.Helper()
+	stop := Start(t, what, run)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	})
+}
