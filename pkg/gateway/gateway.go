@@ -2,17 +2,20 @@
 // OpenAI API and runs the body-based router and the endpoint picker in
 // process over endpoints from files, proxying each request to the endpoint
 // picked. It is the way to try igw without a cluster and the gateway of live
-// benchmarks; in a cluster, Envoy Gateway plays this part and the BBR and EPP
-// run as ext_proc servers.
+// benchmarks (cmd/igw-bench-gateway registers the benchmark's baselines as
+// policies besides igw; see Registry); in a cluster, Envoy Gateway plays this
+// part and the BBR and EPP run as ext_proc servers.
 //
 // Per request: the body is read whole, the BBR finds the model (and, for a
 // LoRA adapter, its base model), the model names the pool, the pool's picker
-// (the EPP director for the igw policy, a benchmark baseline otherwise)
-// chooses an endpoint and fallbacks, and net/http/httputil proxies the
+// (the EPP director for the igw policy, a registered policy's Picker
+// otherwise) chooses an endpoint and fallbacks, and net/http/httputil proxies the
 // request, flushing every write so server-sent events pass as they arrive. A
 // connection that fails before any byte is sent is retried on the next
 // fallback. The response is metered on its way back (pkg/epp/responsestream)
-// so the picker learns each endpoint's speed from real streaming.
+// so the picker learns each endpoint's speed from real streaming: the proxy
+// reports every pick's first token, tokens and completion or failure through
+// the pick lifecycle all igw pickers share (director.Lifecycle).
 package gateway
 
 import (

@@ -182,6 +182,26 @@ func TestGatewayFailureIsReported(t *testing.T) {
 	}
 }
 
+// Backend.IGWConfig reaches the igw pool of the gateway: a configuration the
+// picker rejects stops the gateway at start, naming the fault; other policies
+// do not read it.
+func TestIGWConfigReachesTheGateway(t *testing.T) {
+	bins, err := findBinaries("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const broken = "scorers: [{plugin: no-such-scorer, weight: 1}]\n"
+	for _, policy := range []string{policies.IGW, policies.RoundRobin} {
+		f, err := startFleet(context.Background(), bench.Job{Scenario: loadTiny(t), Policy: policy, Seed: 1}, testSpeedup, bins, broken)
+		if f != nil {
+			f.stop()
+		}
+		if failed := err != nil && strings.Contains(err.Error(), "no-such-scorer"); failed != (policy == policies.IGW) {
+			t.Errorf("%s with a broken igw configuration: %v", policy, err)
+		}
+	}
+}
+
 // The simulator runs exactly the pod the scenario describes: every fleet key
 // reaches it through its flags.
 func TestSimArgsCarryEveryFleetKey(t *testing.T) {

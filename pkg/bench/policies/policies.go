@@ -10,9 +10,9 @@
 //     pipeline, datastore, prefix index, speed learning) with config.Default
 //     and with the legacy blend's weights (queue 2, kv-cache 2, prefix 3);
 //   - round-robin, random, least-request, sglang-cache-aware and dynamo-cost
-//     are implemented here from the peers' published behaviour
-//     (shared/design/anchors.md), not as EPP plugins: they are baselines, not
-//     product features;
+//     are implemented here from the peers' published behaviour (each one's
+//     doc names the rule and the defaults it follows), not as EPP plugins:
+//     they are baselines, not product features;
 //   - oracle routes on the simulator's exact cost model (a Predictor).
 package policies
 
