@@ -60,6 +60,9 @@ func Registry() (*gateway.Registry, error) {
 // calls one at a time over a fixed fleet numbered 0..n-1: a mutex serialises
 // them, and the router is rebuilt (a new generation) whenever the pool's
 // endpoints change; reports for picks of an older generation are dropped.
+// Each call's time is the gateway's when the request's goroutine made it, so
+// calls that waited for the lock may come a little out of time order: of the
+// baselines only legacy-blend reads the time, and its director takes any.
 type picker struct {
 	name   string
 	seed   uint64
