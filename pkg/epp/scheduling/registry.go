@@ -28,6 +28,17 @@ func (p Parameters) Decode(into any) error {
 // Factory builds a plugin instance named name from its parameters.
 type Factory func(name string, params Parameters) (Plugin, error)
 
+// NoParameters is the factory of a plugin type that takes no parameters: it
+// rejects any that are given and builds the instance with build.
+func NoParameters(typ string, build func(Named) Plugin) Factory {
+	return func(name string, params Parameters) (Plugin, error) {
+		if err := params.Decode(&struct{}{}); err != nil {
+			return nil, err
+		}
+		return build(Named{TypeName: typ, InstanceName: name}), nil
+	}
+}
+
 // Registry maps type names to factories.
 type Registry struct {
 	factories map[string]Factory

@@ -14,13 +14,10 @@ const Type = "kv-cache-utilization"
 // endpoints 0.
 type Scorer struct{ scheduling.Named }
 
+var _ scheduling.Scorer = (*Scorer)(nil)
+
 // New is the registry factory; the scorer has no parameters.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	if err := params.Decode(&struct{}{}); err != nil {
-		return nil, err
-	}
-	return &Scorer{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
-}
+var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Scorer{n} })
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {

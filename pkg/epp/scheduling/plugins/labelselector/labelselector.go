@@ -23,6 +23,8 @@ type Filter struct {
 	match map[string]string
 }
 
+var _ scheduling.Filter = (*Filter)(nil)
+
 // New is the registry factory.
 func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	var p Parameters

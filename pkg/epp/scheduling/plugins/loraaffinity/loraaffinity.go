@@ -27,6 +27,8 @@ type Scorer struct {
 	p Parameters
 }
 
+var _ scheduling.Scorer = (*Scorer)(nil)
+
 // New is the registry factory.
 func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	p := Parameters{Resident: 1, FreeSlot: 0.8, Queued: 0.6, Full: 0}

@@ -2,8 +2,11 @@
 package maxscore
 
 import (
+	"slices"
+
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/rounds"
 )
 
 // Type is the plugin's type name.
@@ -16,22 +19,17 @@ const tie = 1e-9
 // so equally good endpoints share the load.
 type Picker struct{ scheduling.Named }
 
+var _ scheduling.Picker = (*Picker)(nil)
+
 // New is the registry factory; the picker has no parameters.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	if err := params.Decode(&struct{}{}); err != nil {
-		return nil, err
-	}
-	return &Picker{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
-}
+var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Picker{n} })
 
 // Pick implements scheduling.Picker by n rounds of selection (n is small).
 func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int {
-	n = min(n, len(cands))
-	base := len(dst)
-	for len(dst)-base < n {
+	return rounds.Pick(dst, n, len(cands), func(chosen []int) int {
 		best, ties := -1, 0
 		for i := range cands {
-			if taken(dst[base:], i) {
+			if slices.Contains(chosen, i) {
 				continue
 			}
 			switch {
@@ -45,16 +43,6 @@ func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []flo
 				}
 			}
 		}
-		dst = append(dst, best)
-	}
-	return dst
-}
-
-func taken(picked []int, i int) bool {
-	for _, j := range picked {
-		if j == i {
-			return true
-		}
-	}
-	return false
+		return best
+	})
 }

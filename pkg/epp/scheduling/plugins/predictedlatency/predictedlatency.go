@@ -52,6 +52,8 @@ type Scorer struct {
 	work        float64
 }
 
+var _ scheduling.Scorer = (*Scorer)(nil)
+
 // New is the registry factory.
 func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	var p Parameters

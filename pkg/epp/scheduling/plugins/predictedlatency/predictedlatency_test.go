@@ -5,20 +5,18 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/plugintest"
 )
-
-var t0 = time.Unix(1000, 0)
 
 func view(id int32, prefillRate, decodeStep float64, waiting int) *datastore.View {
 	return &datastore.View{
 		ID: id, Key: string(rune('a' + id)), HasMetrics: true,
-		Metrics:          datastore.Metrics{Waiting: waiting, SampledAt: t0},
+		Metrics:          datastore.Metrics{Waiting: waiting, SampledAt: plugintest.T0},
 		MeanPromptTokens: 1000,
 		Speed:            latency.Speed{PrefillTokensPerSecond: prefillRate, DecodeStepSeconds: decodeStep, PrefillSamples: 10, DecodeSamples: 10},
 	}
@@ -26,38 +24,24 @@ func view(id int32, prefillRate, decodeStep float64, waiting int) *datastore.Vie
 
 func score(t *testing.T, req *scheduling.Request, cands ...*datastore.View) []float64 {
 	t.Helper()
-	p, err := New(Type, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 2)))
-	c.Reset(req, t0, scheduling.PrefixSettings{})
-	c.Latency = latency.DefaultModel
-	out := make([]float64, len(cands))
-	p.(*Scorer).Score(c, cands, out)
-	return out
+	return plugintest.Score(t, New, "", req, cands)
 }
 
-func TestPrefersFasterEndpointWhenQueuesEqual(t *testing.T) {
-	req := &scheduling.Request{Model: "m", PromptTokens: 2000}
-	h100 := view(0, 27700, 0.008, 3)
-	a10g := view(1, 1500, 0.037, 3)
-	s := score(t, req, h100, a10g)
-	if !(s[0] > s[1]) {
-		t.Fatalf("equal queues: H100-like %v should beat A10G-like %v", s[0], s[1])
-	}
-}
-
-func TestPrefersLessLoadedWhenSpeedsEqual(t *testing.T) {
-	req := &scheduling.Request{Model: "m", PromptTokens: 500}
-	busy := view(0, 10000, 0.01, 8)
-	idle := view(1, 10000, 0.01, 1)
-	s := score(t, req, busy, idle)
-	if !(s[1] > s[0]) {
-		t.Fatalf("equal speeds: idle %v should beat busy %v", s[1], s[0])
-	}
-	if s[1] != 1 {
-		t.Fatalf("best endpoint scores %v, want 1", s[1])
+// The faster of two equally queued endpoints, and the less loaded of two
+// equally fast ones, scores 1 and the other less.
+func TestPrefersFasterOrLessLoaded(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		promptTokens int
+		best, other  *datastore.View
+	}{
+		{"equal queues: H100-like beats A10G-like", 2000, view(0, 27700, 0.008, 3), view(1, 1500, 0.037, 3)},
+		{"equal speeds: idle beats busy", 500, view(0, 10000, 0.01, 1), view(1, 10000, 0.01, 8)},
+	} {
+		s := score(t, &scheduling.Request{Model: "m", PromptTokens: tc.promptTokens}, tc.best, tc.other)
+		if s[0] != 1 || !(s[1] < 1) {
+			t.Errorf("%s: scores %v, want 1 and less", tc.name, s)
+		}
 	}
 }
 
@@ -125,19 +109,13 @@ func TestPrefillWorkWeightKeepsPrefixAffinity(t *testing.T) {
 	cached.BacklogTokens = 6000 // another request's prefill still ahead of this one
 	cycleWith := func(text string) *scheduling.Cycle {
 		c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 2)))
-		c.Reset(&scheduling.Request{Model: "m", Prompt: text}, t0, scheduling.PrefixSettings{Index: ix, BlockTokens: 128, MaxBlocks: 256})
+		c.Reset(&scheduling.Request{Model: "m", Prompt: text}, plugintest.T0, scheduling.PrefixSettings{Index: ix, BlockTokens: 128, MaxBlocks: 256})
 		c.Latency = latency.DefaultModel
 		return c
 	}
 	ix.Add(0, cycleWith(system).PromptHashes(), nil) // endpoint 0 served the group before
 	run := func(params string) []float64 {
-		p, err := New(Type, scheduling.Parameters(params))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, 2)
-		p.(*Scorer).Score(cycleWith(prompt), []*datastore.View{cached, idle}, out)
-		return out
+		return plugintest.Scores(plugintest.New[*Scorer](t, New, params), cycleWith(prompt), []*datastore.View{cached, idle})
 	}
 	if s := run(""); !(s[1] > s[0]) {
 		t.Fatalf("pure time to first token should prefer the idle endpoint here: %v", s)
@@ -149,17 +127,15 @@ func TestPrefillWorkWeightKeepsPrefixAffinity(t *testing.T) {
 
 func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
 	req := &scheduling.Request{Model: "m", Adapter: "sql", PromptTokens: 100}
-	p, _ := New(Type, nil)
-	c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 2)))
-	c.Reset(req, t0, scheduling.PrefixSettings{})
-	c.Latency = latency.DefaultModel
+	p := plugintest.New[*Scorer](t, New, "")
+	c := plugintest.Cycle(req, nil)
 	// The load delays the first token of every request there that has none
 	// yet: 60 waiting requests make it cost 61 loads (0.05 s each) more than
 	// where the adapter is resident.
 	waitingFree, waitingResident := view(0, 10000, 0.01, 60), view(1, 10000, 0.01, 60)
 	waitingFree.Metrics.MaxAdapters, waitingResident.Metrics.MaxAdapters = 4, 4
 	waitingResident.Metrics.RunningAdapters = []string{"sql"}
-	if d := p.(*Scorer).Predict(c, waitingFree) - p.(*Scorer).Predict(c, waitingResident); math.Abs(d-61*0.05) > 1e-9 {
+	if d := p.Predict(c, waitingFree) - p.Predict(c, waitingResident); math.Abs(d-61*0.05) > 1e-9 {
 		t.Fatalf("load with 60 requests awaiting their first token costs %.3f s, want %.3f", d, 61*0.05)
 	}
 	// Decoding requests lose one inter-token gap, not time to first token: a
@@ -170,7 +146,7 @@ func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
 	decoding.Metrics.MaxAdapters, decoding.Metrics.Running = 4, 100
 	queued.Metrics.MaxAdapters, queued.Metrics.RunningAdapters = 4, []string{"sql"}
 	queued.BacklogTokens = 30000 // 3 s of prefill ahead
-	if got := p.(*Scorer).Predict(c, decoding); math.Abs(got-(0.02+0.05)) > 1e-9 {
+	if got := p.Predict(c, decoding); math.Abs(got-(0.02+0.05)) > 1e-9 {
 		t.Fatalf("free slot beside 100 decoding requests: predicted %.3f s, want the load once (0.070)", got)
 	}
 	if s := score(t, req, decoding, queued); !(s[0] > s[1]) {
@@ -179,14 +155,14 @@ func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
 	full := view(4, 10000, 0.01, 0)
 	full.Metrics.RunningAdapters, full.Metrics.MaxAdapters = []string{"a", "b"}, 2
 	full.Speed.RequestSeconds, full.Speed.RequestSamples = 20, 10
-	if got := p.(*Scorer).Predict(c, full); got < 20 {
+	if got := p.Predict(c, full); got < 20 {
 		t.Fatalf("every slot busy: predicted %.2f s, want at least the 20 s a request lasts there", got)
 	}
 	// A learned load time replaces the configured one.
 	idle := view(5, 10000, 0.01, 0)
 	idle.Metrics.MaxAdapters = 4
 	idle.Speed.AdapterLoadSeconds, idle.Speed.AdapterLoadSamples = 0.5, 3
-	if got := p.(*Scorer).Predict(c, idle); got < 0.5 {
+	if got := p.Predict(c, idle); got < 0.5 {
 		t.Fatalf("learned 0.5 s load not used: predicted %.3f s", got)
 	}
 }

@@ -26,6 +26,8 @@ type Scorer struct {
 	minMatch int
 }
 
+var _ scheduling.Scorer = (*Scorer)(nil)
+
 // New is the registry factory.
 func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	p := Parameters{MinMatchTokens: 128}

@@ -18,6 +18,8 @@ type Filter struct {
 	limits admission.Limits
 }
 
+var _ scheduling.Filter = (*Filter)(nil)
+
 // New is the registry factory; the parameters are admission.Limits.
 func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	l := admission.DefaultLimits

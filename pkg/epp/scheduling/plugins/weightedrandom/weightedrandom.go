@@ -3,8 +3,11 @@
 package weightedrandom
 
 import (
+	"slices"
+
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/rounds"
 )
 
 // Type is the plugin's type name.
@@ -15,22 +18,17 @@ const Type = "weighted-random-picker"
 // avoids herding when many requests are scheduled on the same stale sample.
 type Picker struct{ scheduling.Named }
 
+var _ scheduling.Picker = (*Picker)(nil)
+
 // New is the registry factory; the picker has no parameters.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	if err := params.Decode(&struct{}{}); err != nil {
-		return nil, err
-	}
-	return &Picker{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
-}
+var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Picker{n} })
 
 // Pick implements scheduling.Picker.
 func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int {
-	n = min(n, len(cands))
-	base := len(dst)
-	for len(dst)-base < n {
+	return rounds.Pick(dst, n, len(cands), func(chosen []int) int {
 		sum, left := 0.0, 0
 		for i := range cands {
-			if !taken(dst[base:], i) {
+			if !slices.Contains(chosen, i) {
 				sum += totals[i]
 				left++
 			}
@@ -39,7 +37,7 @@ func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []flo
 		if sum > 0 {
 			r := c.Rand.Float64() * sum
 			for i := range cands {
-				if taken(dst[base:], i) || totals[i] <= 0 {
+				if slices.Contains(chosen, i) || totals[i] <= 0 {
 					continue
 				}
 				pick = i
@@ -51,7 +49,7 @@ func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []flo
 		} else {
 			k := c.Rand.IntN(left)
 			for i := range cands {
-				if taken(dst[base:], i) {
+				if slices.Contains(chosen, i) {
 					continue
 				}
 				if k == 0 {
@@ -61,16 +59,6 @@ func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []flo
 				k--
 			}
 		}
-		dst = append(dst, pick)
-	}
-	return dst
-}
-
-func taken(picked []int, i int) bool {
-	for _, j := range picked {
-		if j == i {
-			return true
-		}
-	}
-	return false
+		return pick
+	})
 }

@@ -1,0 +1,65 @@
+package loraaffinity
+
+import (
+	"testing"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/plugintest"
+)
+
+func score(t *testing.T, params, adapter string, vs []*datastore.View) []float64 {
+	t.Helper()
+	return plugintest.Score(t, New, params, &scheduling.Request{Adapter: adapter}, vs)
+}
+
+// fleet holds one endpoint in each adapter state for "sql": resident, a free
+// slot, every slot taken but sql queued, every slot taken.
+func fleet() []*datastore.View {
+	return plugintest.Views(
+		datastore.Metrics{RunningAdapters: []string{"sql"}, MaxAdapters: 2},
+		datastore.Metrics{RunningAdapters: []string{"chat"}, MaxAdapters: 2},
+		datastore.Metrics{RunningAdapters: []string{"chat"}, WaitingAdapters: []string{"sql"}, MaxAdapters: 1},
+		datastore.Metrics{RunningAdapters: []string{"a", "b"}, MaxAdapters: 2},
+	)
+}
+
+func TestAdapterState(t *testing.T) {
+	vs := fleet()
+	for i, want := range []State{Resident, FreeSlot, Queued, Full} {
+		if got := AdapterState(vs[i], "sql"); got != want {
+			t.Errorf("endpoint %s: state %d, want %d", vs[i].Key, got, want)
+		}
+	}
+	vs[3].AdaptersSinceSample = []string{"sql"} // sent there since the sample: loading
+	if got := AdapterState(vs[3], "sql"); got != Resident {
+		t.Errorf("adapter sent since the sample: state %d, want resident", got)
+	}
+	// An adapter sent again while it runs takes no second slot.
+	again := plugintest.Views(datastore.Metrics{RunningAdapters: []string{"chat"}, MaxAdapters: 2})[0]
+	again.AdaptersSinceSample = []string{"chat"}
+	if got := AdapterState(again, "sql"); got != FreeSlot {
+		t.Errorf("one adapter counted in two slots: state %d", got)
+	}
+	// Without LoRA telemetry the slot count is unknown: counted as free.
+	if got := AdapterState(plugintest.Views(datastore.Metrics{})[0], "sql"); got != FreeSlot {
+		t.Errorf("unknown slots: state %d, want a free slot", got)
+	}
+}
+
+func TestScoresEachState(t *testing.T) {
+	if s := score(t, "", "sql", fleet()); s[0] != 1 || s[1] != 0.8 || s[2] != 0.6 || s[3] != 0 {
+		t.Fatalf("default scores %v, want 1, 0.8, 0.6, 0", s)
+	}
+	custom := `{"resident": 0.9, "freeSlot": 0.5, "queued": 0.2, "full": 0.1}`
+	if s := score(t, custom, "sql", fleet()); s[0] != 0.9 || s[1] != 0.5 || s[2] != 0.2 || s[3] != 0.1 {
+		t.Fatalf("configured scores %v, want 0.9, 0.5, 0.2, 0.1", s)
+	}
+	// Counter-case: base-model requests are indifferent.
+	if s := score(t, "", "", fleet()); s[0] != 1 || s[3] != 1 {
+		t.Fatalf("base-model scores %v, want 1 everywhere", s)
+	}
+	if _, err := New(Type, scheduling.Parameters(`{"loaded": 1}`)); err == nil {
+		t.Fatal("unknown parameter accepted")
+	}
+}
