@@ -9,7 +9,7 @@ import (
 )
 
 // Config is one simulated pod: exactly the per-group fleet keys of a benchmark
-// scenario (shared/scenarios/README.md) plus the seed.
+// scenario (bench/scenarios/README.md) plus the seed.
 type Config struct {
 	GPU                 string
 	Model               string
@@ -83,7 +83,7 @@ func (c Config) Validate() error {
 	if c.LoRALoadTime < 0 {
 		errs = append(errs, fmt.Errorf("loraLoadTime must not be negative, got %v", c.LoRALoadTime))
 	}
-	if c.SpeedJitter < 0 || c.SpeedJitter >= 1 {
+	if !(c.SpeedJitter >= 0 && c.SpeedJitter < 1) {
 		errs = append(errs, fmt.Errorf("speedJitter must be in [0, 1), got %g", c.SpeedJitter))
 	}
 	return errors.Join(errs...)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -110,7 +109,7 @@ func TestChunkedPrefillSplitsLongPrompts(t *testing.T) {
 	p := e.Profile()
 	// 2000 tokens in chunks of 512: four steps, each paying the base cost.
 	want := 4*p.Base + 2000*p.PerPrefillToken
-	if math.Abs(tl.first.Seconds()-want) > 1e-8 {
+	if !near(tl.first.Seconds(), want, 1e-8) {
 		t.Errorf("TTFT %v, want %.6fs", tl.first, want)
 	}
 	if s := e.Snapshot(); s.Steps != 5 {
@@ -139,7 +138,7 @@ func TestPrefixCacheLowersTTFTByCachedFraction(t *testing.T) {
 	}
 	// The saving is the cached fraction of the prefill work.
 	saved := (tls[1].first - tls[1].arrival - ttft).Seconds()
-	if math.Abs(saved-3008*p.PerPrefillToken) > 1e-8 {
+	if !near(saved, 3008*p.PerPrefillToken, 1e-8) {
 		t.Errorf("cache saved %.6fs, want 3008 tokens of prefill %.6fs", saved, 3008*p.PerPrefillToken)
 	}
 	s := e.Snapshot()
@@ -310,7 +309,7 @@ func TestJitterIsDeterministicAndBounded(t *testing.T) {
 		return drive(t, e, []Request{{ID: 1, Prompt: prompt(1, 500), OutputTokens: 200}}, []time.Duration{0})
 	}
 	a, b, c := run(1)[1], run(1)[1], run(2)[1]
-	p, _ := NewProfile("H100", "llama-3.1-8b", 1)
+	p := mustProfile(t, "H100", "llama-3.1-8b", 1)
 	differs := false
 	for k := range a.tokens {
 		if a.tokens[k] != b.tokens[k] {

@@ -86,6 +86,12 @@ func relErr(got, want time.Duration) float64 {
 	return math.Abs(got.Seconds()-want.Seconds()) / want.Seconds()
 }
 
+// withinRel reports whether got is within a relative tolerance of want (never
+// for a zero want, where the relative error is NaN or infinite).
+func withinRel(got, want time.Duration, tolerance float64) bool {
+	return relErr(got, want) <= tolerance
+}
+
 // httpAllowance is the wall time a request spends outside the engine on a
 // shared two-core machine: HTTP, JSON, and the delivering goroutine waking up.
 // Client-observed latencies may exceed the engine's by this much (times the
@@ -189,7 +195,7 @@ func lowLoadTiming(t *testing.T, a *attempt) {
 	}{{"H100", 1}, {"A10G", 2}} {
 		srv, base := startServer(t, func(o *Options) { o.GPU = tc.gpu; o.Speedup = tc.speedup })
 		finishes := logFinishes(srv)
-		p, _ := NewProfile(tc.gpu, "llama-3.1-8b", 1)
+		p := mustProfile(t, tc.gpu, "llama-3.1-8b", 1)
 		warmUp(t, base)
 		for _, promptLen := range []int{100, 1000, 4000} {
 			const out = 20
@@ -206,11 +212,11 @@ func lowLoadTiming(t *testing.T, a *attempt) {
 			t.Logf("%s prompt %5d: TTFT engine %8.2fms client %8.2fms (analytic %8.2fms, client %+.1f%%)  ITL client %6.2fms (analytic %6.2fms, %+.1f%%)",
 				tc.gpu, promptLen, ms(engineTTFT), ms(ttft), ms(wantTTFT), 100*(ttft.Seconds()/wantTTFT.Seconds()-1),
 				ms(itl), ms(wantITL), 100*(itl.Seconds()/wantITL.Seconds()-1))
-			if relErr(engineTTFT, wantTTFT) > 0.10 {
+			if !withinRel(engineTTFT, wantTTFT, 0.10) {
 				t.Errorf("%s prompt %d: engine TTFT %v, analytic %v", tc.gpu, promptLen, engineTTFT, wantTTFT)
 			}
 			a.checkClientTTFT(fmt.Sprintf("%s prompt %d", tc.gpu, promptLen), ttft, wantTTFT, 0.10, tc.speedup)
-			if relErr(itl, wantITL) > 0.10 {
+			if !withinRel(itl, wantITL, 0.10) {
 				a.missf("%s prompt %d: client-observed ITL %v, analytic %v", tc.gpu, promptLen, itl, wantITL)
 			}
 		}
@@ -229,7 +235,7 @@ func repeatedPrefix(t *testing.T, a *attempt) {
 	srv, base := startServer(t, func(o *Options) { o.GPU = "A100"; o.Speedup = speedup })
 	warmUp(t, base)
 	finishes := logFinishes(srv)
-	p, _ := NewProfile("A100", "llama-3.1-8b", 1)
+	p := mustProfile(t, "A100", "llama-3.1-8b", 1)
 	shared := tokenizer.GenerateText(9, 3008)
 	first := tokenizer.Tokenize(tokenizer.Join(shared, tokenizer.GenerateText(10, 992)))
 	second := tokenizer.Tokenize(tokenizer.Join(shared, tokenizer.GenerateText(11, 992)))
@@ -249,7 +255,7 @@ func repeatedPrefix(t *testing.T, a *attempt) {
 		a.checkClientTTFT(fmt.Sprintf("request %d", i), client, want[i], 0.05, speedup)
 	}
 	// The saving is exactly the cached share of the prefill work: 3008 tokens' compute.
-	if saved := (want[0] - want[1]).Seconds(); math.Abs(saved-3008*p.PerPrefillToken) > 1e-6 {
+	if saved := (want[0] - want[1]).Seconds(); !near(saved, 3008*p.PerPrefillToken, 1e-6) {
 		t.Errorf("saved %.4fs, want %.4fs", saved, 3008*p.PerPrefillToken)
 	}
 }
@@ -271,7 +277,7 @@ func loraLoadPaidOnce(t *testing.T, a *attempt) {
 	})
 	warmUp(t, base)
 	finishes := logFinishes(srv)
-	p, _ := NewProfile("H100", "llama-3.1-8b", 1)
+	p := mustProfile(t, "H100", "llama-3.1-8b", 1)
 	step := seconds(p.StepSeconds(500, 0, 0, 1))
 	for i, want := range []time.Duration{step + load, step} {
 		s, err := streamTokens(http.DefaultClient, base, "sql", prompt(uint64(20+i), 500), 1)

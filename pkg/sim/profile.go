@@ -9,7 +9,8 @@ import (
 )
 
 // GPU is one accelerator's published figures and the efficiencies that turn them
-// into achieved throughput (shared/design/sim-profiles.md).
+// into achieved throughput (the derivation and the table it reproduces are in
+// the package README, "Profiles").
 type GPU struct {
 	Name string
 	// MemoryGiB is the device memory; KV capacity is derived from it.
@@ -40,8 +41,8 @@ func (m Model) WeightBytes() float64 { return 2 * m.Params }
 
 const gib = 1 << 30
 
-// The efficiencies below reproduce the derived table of sim-profiles.md to within
-// 1%: H100-class decode reaches 72% of HBM bandwidth, the others 75%.
+// The efficiencies below reproduce the README's table of derived figures to
+// within 1%: H100-class decode reaches 72% of HBM bandwidth, the others 75%.
 var gpus = []GPU{
 	{Name: "H100", MemoryGiB: 80, BandwidthTBps: 3.35, BF16TFLOPS: 989, PrefillMFU: 0.45, BandwidthEfficiency: 0.72},
 	{Name: "H200", MemoryGiB: 141, BandwidthTBps: 4.8, BF16TFLOPS: 989, PrefillMFU: 0.45, BandwidthEfficiency: 0.72},
@@ -93,7 +94,7 @@ func LookupModel(name string) (Model, error) {
 	return models[i], nil
 }
 
-// Step-time constants of sim-profiles.md that do not depend on the hardware.
+// Step-time constants that do not depend on the hardware.
 const (
 	// stepOverhead is the fixed launch and scheduling cost of every step.
 	stepOverhead = 1.5e-3
@@ -104,7 +105,7 @@ const (
 	// gpuMemoryUtilization is vLLM's default share of device memory it may use.
 	gpuMemoryUtilization = 0.9
 	// loraStepOverhead is the step-time cost of each distinct adapter in a batch,
-	// the middle of the 2..6% range of sim-profiles.md.
+	// the middle of the 2..6% that resident adapters are reported to cost vLLM.
 	loraStepOverhead = 0.04
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The derived table of shared/design/sim-profiles.md: KV capacity, prefill rate
+// The derived table of the README's profiles: KV capacity, prefill rate
 // and decode step at batch 1/32/128 with 1000 tokens of context each.
 func TestProfilesReproduceDerivedTable(t *testing.T) {
 	for _, row := range []struct {
@@ -24,10 +24,7 @@ func TestProfilesReproduceDerivedTable(t *testing.T) {
 		{"A100", "qwen3-32b", 2, 324e3, 3.6e3, [3]float64{23.0, 25.8, 34.4}},
 		{"H100", "llama-3.1-70b", 4, 488e3, 12.6e3, [3]float64{16.2, 17.3, 21.0}},
 	} {
-		p, err := NewProfile(row.gpu, row.model, row.tp)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustProfile(t, row.gpu, row.model, row.tp)
 		name := row.gpu + "/" + row.model
 		within(t, name+" KV tokens", float64(p.KVCapacityTokens), row.kvTokens, 0.03)
 		within(t, name+" prefill tok/s", p.PrefillTokensPerSecond(), row.prefillTokS, 0.02)
@@ -38,26 +35,42 @@ func TestProfilesReproduceDerivedTable(t *testing.T) {
 	}
 }
 
+// mustProfile is the built-in profile, failing the test when the lookup does
+// (a zero profile would turn every ratio below into NaN).
+func mustProfile(t testing.TB, gpu, model string, tensorParallel int) Profile {
+	t.Helper()
+	p, err := NewProfile(gpu, model, tensorParallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// near reports whether got is at most tolerance away from want; NaN is near
+// nothing, so a computation gone wrong cannot pass.
+func near(got, want, tolerance float64) bool { return math.Abs(got-want) <= tolerance }
+
+// within checks got against want to a relative tolerance.
 func within(t *testing.T, what string, got, want, tolerance float64) {
 	t.Helper()
-	if math.Abs(got-want) > tolerance*want {
+	if !near(got, want, tolerance*math.Abs(want)) {
 		t.Errorf("%s = %.4g, want %.4g ±%.1f%%", what, got, want, tolerance*100)
 	}
 }
 
 func TestDecodeRatioAcrossGPUs(t *testing.T) {
-	// sim-profiles.md: decode step ratio H100 : A100 : L40S : A10G : L4 ≈ 1 : 1.5 : 3.2 : 4.6 : 9.
-	h100, _ := NewProfile("H100", "llama-3.1-8b", 1)
+	// The README's anchor: decode step ratio H100 : A100 : L40S : A10G : L4 ≈ 1 : 1.5 : 3.2 : 4.6 : 9.
+	h100 := mustProfile(t, "H100", "llama-3.1-8b", 1)
 	base := h100.StepSeconds(0, 1, 1000, 0)
 	for gpu, ratio := range map[string]float64{"A100": 1.5, "L40S": 3.2, "A10G": 4.6, "L4": 9} {
-		p, _ := NewProfile(gpu, "llama-3.1-8b", 1)
+		p := mustProfile(t, gpu, "llama-3.1-8b", 1)
 		within(t, gpu+" decode ratio", p.StepSeconds(0, 1, 1000, 0)/base, ratio, 0.05)
 	}
 }
 
 func TestH200HasH100ComputeAndMoreBandwidth(t *testing.T) {
-	h100, _ := NewProfile("H100", "llama-3.1-8b", 1)
-	h200, _ := NewProfile("h200", "llama-3.1-8b", 1)
+	h100 := mustProfile(t, "H100", "llama-3.1-8b", 1)
+	h200 := mustProfile(t, "h200", "llama-3.1-8b", 1)
 	if h200.PerPrefillToken != h100.PerPrefillToken {
 		t.Errorf("H200 prefill %.3g s/token, H100 %.3g", h200.PerPrefillToken, h100.PerPrefillToken)
 	}
@@ -82,7 +95,7 @@ func TestNewProfileErrors(t *testing.T) {
 }
 
 func TestAnalyticTTFTChunks(t *testing.T) {
-	p, _ := NewProfile("H100", "llama-3.1-8b", 1)
+	p := mustProfile(t, "H100", "llama-3.1-8b", 1)
 	one := p.AnalyticTTFT(8192, 0, 8192)
 	two := p.AnalyticTTFT(8193, 0, 8192)
 	if d := two - one; d < seconds(p.Base) {

@@ -345,7 +345,7 @@ func TestMetricsParseAndReportState(t *testing.T) {
 	}
 	// TTFT is reported in engine time: the analytic value for 100 tokens on an H100.
 	h := fams[wire.VLLMTimeToFirstToken].Metric[0].Histogram
-	p, _ := NewProfile("H100", "llama-3.1-8b", 1)
+	p := mustProfile(t, "H100", "llama-3.1-8b", 1)
 	if want := p.AnalyticTTFT(100, 0, DefaultMaxNumBatchedTokens).Seconds(); h.GetSampleSum() != want {
 		t.Errorf("TTFT sum %g, want %g", h.GetSampleSum(), want)
 	}

@@ -3,11 +3,12 @@ package scenario
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
-// FuzzParse: any input either fails with an error or yields a scenario that
-// validates; nothing panics.
+// FuzzParse: any input either fails with an error that names the file or
+// yields a scenario that validates; nothing panics.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(everyKey))
 	files, _ := filepath.Glob("../../../bench/scenarios/*.yaml")
@@ -18,9 +19,13 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("a: &x [*x]"))
 	f.Add([]byte("name: x\nfleet: {}\n"))
+	f.Add([]byte("base: &b {replicas: 1.5}\nfleet: [{<<: *b, name: a}]\nwarmup: 0\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, "fuzz.yaml")
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
 			return
 		}
 		if err := s.Validate(); err != nil {

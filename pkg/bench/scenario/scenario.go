@@ -1,12 +1,15 @@
-// Package scenario reads benchmark scenario files (shared/scenarios/README.md):
-// a fleet of simulated model-server pods and a workload. Every key of the
-// schema is accepted; an unknown key is an error naming the key, the file and
-// the line, so a typo never silently falls back to a default.
+// Package scenario reads benchmark scenario files (bench/scenarios/README.md
+// is the schema): a fleet of simulated model-server pods and a workload. Every
+// key of the schema is accepted; an unknown key is an error naming the key, the
+// file, the line and the keys known there, so a typo never silently falls back
+// to a default. The schema is the yaml tags of the types below: a new key is a
+// new tagged field.
 package scenario
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -285,14 +288,14 @@ func (w *Workload) validate(fleet []Group) []error {
 	switch a.Type {
 	case ArrivalPoisson, ArrivalConstant:
 	case ArrivalGamma:
-		if !(a.CV > 0) {
+		if !(a.CV > 0) || math.IsInf(a.CV, 0) {
 			bad("workload.arrival.cv must be positive for gamma arrivals, got %v", a.CV)
 		}
 	case ArrivalOnOff:
 		if a.On <= 0 || a.Off < 0 {
 			bad("workload.arrival.on must be positive and off not negative for onoff arrivals")
 		}
-		if a.CV < 0 {
+		if !(a.CV >= 0) || math.IsInf(a.CV, 0) {
 			bad("workload.arrival.cv must not be negative, got %v", a.CV)
 		}
 	default:
@@ -388,7 +391,7 @@ func (d *Dist) validate(path string, counts bool) error {
 		if d.Stddev.Set && d.Sigma != 0 && d.Stddev.V != d.Sigma {
 			return fmt.Errorf("%s: normal has both stddev and sigma", path)
 		}
-		if !(d.Sigma >= 0) || d.Stddev.V < 0 {
+		if !(d.Sigma >= 0) || math.IsInf(d.Sigma, 0) || d.Stddev.V < 0 {
 			return fmt.Errorf("%s: normal's stddev must not be negative", path)
 		}
 	default:

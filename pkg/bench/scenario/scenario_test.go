@@ -135,6 +135,68 @@ func TestUnknownKeyNamesKeyFileAndLine(t *testing.T) {
 	}
 }
 
+// The unknown-key error lists the keys known where it stands; every error of
+// the file is reported at once.
+func TestUnknownKeyListsKnownKeysAndAllErrorsAtOnce(t *testing.T) {
+	bad := strings.Replace(strings.Replace(everyKey, "warmup:", "warmpu:", 1), "usersPerGroup:", "users:", 1)
+	_, err := Parse([]byte(bad), "bad.yaml")
+	for _, want := range []string{
+		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, fleet, workload, slo)`,
+		`bad.yaml:33: unknown key "users" in workload.sharedPrefix (known: groups, usersPerGroup, systemPromptTokens)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not contain %q", err, want)
+		}
+	}
+	_, err = Parse([]byte("name: x\nworkload:\n  output: {dist: fixed, valu: 3}\n"), "bad.yaml")
+	if want := `in workload.input or workload.output or workload.multiTurn.thinkTime (known: dist, median, sigma, value, mean, stddev, min, max)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v does not contain %q", err, want)
+	}
+}
+
+// A bare 0 is a duration; numbers that are not finite are refused wherever
+// they would pass the range checks.
+func TestZeroDurationsAndNonFiniteNumbers(t *testing.T) {
+	s, err := Parse([]byte(strings.Replace(everyKey, "off: 40s", "off: 0", 1)), "x.yaml")
+	if err != nil || s.Workload.Arrival.Off != 0 {
+		t.Fatalf("off: 0 read as %v, error %v", s.Workload.Arrival.Off, err)
+	}
+	// Beside a bare 0, other errors are still reported.
+	zeroAndFraction := strings.Replace(strings.Replace(everyKey, "off: 40s", "off: 0", 1), "replicas: 4", "replicas: 4.5", 1)
+	if _, err := Parse([]byte(zeroAndFraction), "bad.yaml"); err == nil || !strings.Contains(err.Error(), `bad.yaml:8: want an integer, got "4.5"`) {
+		t.Errorf("fraction beside a bare 0: error %v", err)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{"speedJitter: 0.05", "speedJitter: .nan", "speedJitter must be in [0, 1)"},
+		{"cv: 1", "cv: .inf", "arrival.cv must not be negative"},
+		{"type: onoff", "type: gamma", ""}, // control: a finite cv passes
+		{"output: {dist: normal, mean: 130, stddev: 20,", "output: {dist: normal, mean: 130, sigma: .inf,", "stddev must not be negative"},
+		{"median: 1000", "median: .nan", "bad.yaml:29: want a number or a duration"},
+		{"warmup: 60s", "warmup: 60", `bad.yaml:4: want a duration such as 300s or 50ms, got "60"`},
+		{"fleet:\n", "fleet: {}\nx:\n", "bad.yaml:6: want a list, got a mapping"},
+		{"replicas: 4", "replicas: four", `bad.yaml:8: want an integer, got "four"`},
+		{"replicas: 4", "replicas: 4.5", `bad.yaml:8: want an integer, got "4.5"`},
+		{"turns: 5", "turns: 5.0", ""}, // a whole number written as a float
+		{"turns: 5", "turns: 1.5e0", `bad.yaml:36: want an integer, got "1.5e0"`},
+		{"rate: 20", "rate: 20\n    rate: 30", `bad.yaml:23: key "rate" appears twice (first at line 22)`},
+	} {
+		bad := strings.Replace(everyKey, tc.from, tc.to, 1)
+		if bad == everyKey {
+			t.Fatalf("edit %q not applied", tc.from)
+		}
+		_, err := Parse([]byte(bad), "bad.yaml")
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.to, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.to, err, tc.want)
+		}
+	}
+}
+
 func TestInvalidValues(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"arrival type", "type: onoff", "type: burst", "arrival.type must be one of"},
