@@ -109,25 +109,13 @@ func Median(xs []float64) float64 {
 
 // MedianMetrics takes the median of every field over runs.
 func MedianMetrics(runs []Metrics) Metrics {
-	field := func(get func(*Metrics) float64) float64 {
-		xs := make([]float64, len(runs))
+	var out Metrics
+	xs := make([]float64, len(runs))
+	for _, c := range Columns {
 		for i := range runs {
-			xs[i] = get(&runs[i])
+			xs[i] = c.Value(&runs[i])
 		}
-		return Median(xs)
+		*c.Field(&out) = Median(xs)
 	}
-	return Metrics{
-		TTFTP50:       field(func(m *Metrics) float64 { return m.TTFTP50 }),
-		TTFTP95:       field(func(m *Metrics) float64 { return m.TTFTP95 }),
-		TTFTP99:       field(func(m *Metrics) float64 { return m.TTFTP99 }),
-		TPOTP50:       field(func(m *Metrics) float64 { return m.TPOTP50 }),
-		TPOTP99:       field(func(m *Metrics) float64 { return m.TPOTP99 }),
-		E2EP99:        field(func(m *Metrics) float64 { return m.E2EP99 }),
-		OutputTokPerS: field(func(m *Metrics) float64 { return m.OutputTokPerS }),
-		Completed:     field(func(m *Metrics) float64 { return m.Completed }),
-		Failed:        field(func(m *Metrics) float64 { return m.Failed }),
-		Goodput:       field(func(m *Metrics) float64 { return m.Goodput }),
-		PrefixHitRate: field(func(m *Metrics) float64 { return m.PrefixHitRate }),
-		LoRALoads:     field(func(m *Metrics) float64 { return m.LoRALoads }),
-	}
+	return out
 }

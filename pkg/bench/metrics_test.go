@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,35 @@ func TestPercentileAndMedian(t *testing.T) {
 	got := MedianMetrics([]Metrics{{TTFTP99: 3, Completed: 10}, {TTFTP99: 1, Completed: 30}, {TTFTP99: 2, Completed: 20}})
 	if got.TTFTP99 != 2 || got.Completed != 20 {
 		t.Fatalf("median metrics %+v", got)
+	}
+}
+
+// Every metric is a column, once: tables show it and MedianMetrics takes its
+// median.
+func TestColumnsCoverEveryMetric(t *testing.T) {
+	var m Metrics
+	seen := map[*float64]bool{}
+	for _, c := range Columns {
+		if p := c.Field(&m); seen[p] {
+			t.Errorf("column %q shows a metric another column shows", c.Header)
+		} else {
+			seen[p] = true
+		}
+	}
+	if n := reflect.TypeFor[Metrics]().NumField(); len(seen) != n {
+		t.Fatalf("%d columns for %d metrics", len(seen), n)
+	}
+	runs := make([]Metrics, 3)
+	for k := range runs {
+		for j, c := range Columns {
+			*c.Field(&runs[k]) = float64((2-k)*100 + j) // run 1 holds every median
+		}
+	}
+	got := MedianMetrics(runs)
+	for _, c := range Columns {
+		if c.Value(&got) != c.Value(&runs[1]) {
+			t.Errorf("median of %q = %v, want %v", c.Header, c.Value(&got), c.Value(&runs[1]))
+		}
 	}
 }
 

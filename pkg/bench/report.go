@@ -34,12 +34,16 @@ func NewReport(scenario, mode string, outcomes []Outcome) Report {
 // Column is one metric as tables show it.
 type Column struct {
 	Header string
-	Value  func(*Metrics) float64
+	// Field points at the column's metric.
+	Field func(*Metrics) *float64
 	// Format renders a value.
 	Format func(float64) string
 	// LowerIsBetter says which way a ratio improves.
 	LowerIsBetter bool
 }
+
+// Value is the column's metric in m.
+func (c Column) Value(m *Metrics) float64 { return *c.Field(m) }
 
 func seconds(v float64) string {
 	switch {
@@ -60,18 +64,18 @@ func rate(v float64) string         { return fmt.Sprintf("%.2f", v) }
 
 // Columns are the contract's metrics, in table order.
 var Columns = []Column{
-	{"TTFT p50 (s)", func(m *Metrics) float64 { return m.TTFTP50 }, seconds, true},
-	{"TTFT p95 (s)", func(m *Metrics) float64 { return m.TTFTP95 }, seconds, true},
-	{"TTFT p99 (s)", func(m *Metrics) float64 { return m.TTFTP99 }, seconds, true},
-	{"TPOT p50 (ms)", func(m *Metrics) float64 { return m.TPOTP50 }, milliseconds, true},
-	{"TPOT p99 (ms)", func(m *Metrics) float64 { return m.TPOTP99 }, milliseconds, true},
-	{"e2e p99 (s)", func(m *Metrics) float64 { return m.E2EP99 }, seconds, true},
-	{"output tok/s", func(m *Metrics) float64 { return m.OutputTokPerS }, whole, false},
-	{"completed", func(m *Metrics) float64 { return m.Completed }, whole, false},
-	{"failed", func(m *Metrics) float64 { return m.Failed }, whole, true},
-	{"goodput (req/s)", func(m *Metrics) float64 { return m.Goodput }, rate, false},
-	{"prefix hit", func(m *Metrics) float64 { return m.PrefixHitRate }, fraction, false},
-	{"LoRA loads", func(m *Metrics) float64 { return m.LoRALoads }, whole, true},
+	{"TTFT p50 (s)", func(m *Metrics) *float64 { return &m.TTFTP50 }, seconds, true},
+	{"TTFT p95 (s)", func(m *Metrics) *float64 { return &m.TTFTP95 }, seconds, true},
+	{"TTFT p99 (s)", func(m *Metrics) *float64 { return &m.TTFTP99 }, seconds, true},
+	{"TPOT p50 (ms)", func(m *Metrics) *float64 { return &m.TPOTP50 }, milliseconds, true},
+	{"TPOT p99 (ms)", func(m *Metrics) *float64 { return &m.TPOTP99 }, milliseconds, true},
+	{"e2e p99 (s)", func(m *Metrics) *float64 { return &m.E2EP99 }, seconds, true},
+	{"output tok/s", func(m *Metrics) *float64 { return &m.OutputTokPerS }, whole, false},
+	{"completed", func(m *Metrics) *float64 { return &m.Completed }, whole, false},
+	{"failed", func(m *Metrics) *float64 { return &m.Failed }, whole, true},
+	{"goodput (req/s)", func(m *Metrics) *float64 { return &m.Goodput }, rate, false},
+	{"prefix hit", func(m *Metrics) *float64 { return &m.PrefixHitRate }, fraction, false},
+	{"LoRA loads", func(m *Metrics) *float64 { return &m.LoRALoads }, whole, true},
 }
 
 // WriteTable prints the summary as an aligned text table, policies in order.

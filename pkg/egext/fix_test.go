@@ -2,6 +2,7 @@ package egext
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	pb "github.com/envoyproxy/gateway/proto/extension"
@@ -93,22 +94,10 @@ func walk(t *testing.T, ls []*listenerv3.Listener, rcs []*routev3.RouteConfigura
 	return tr
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestFixRunsTheModelsPickerAfterTheRouterReroutes(t *testing.T) {
 	ls, rcs := translated(eppA, eppB, bbr, others)
 	before := walk(t, ls, rcs, envoysim.Request{Path: "/v1/chat/completions"}, "model-a")
-	if !equal(before.Ran, []string{bbr}) || before.FinalRoute != "route-a" {
+	if !slices.Equal(before.Ran, []string{bbr}) || before.FinalRoute != "route-a" {
 		t.Fatalf("without the fix the trap should show (only the router runs): %+v", before)
 	}
 	if err := Fix(ls, rcs); err != nil {
@@ -116,18 +105,18 @@ func TestFixRunsTheModelsPickerAfterTheRouterReroutes(t *testing.T) {
 	}
 	for model, want := range map[string][]string{"model-a": {bbr, eppA}, "model-b": {bbr, eppB}, "unknown": {bbr}} {
 		tr := walk(t, ls, rcs, envoysim.Request{Path: "/v1/chat/completions"}, model)
-		if !equal(tr.Ran, want) {
+		if !slices.Equal(tr.Ran, want) {
 			t.Errorf("%s: ran %v, want %v", model, tr.Ran, want)
 		}
 	}
 	// A client that sends the header itself still has the body decide.
 	tr := walk(t, ls, rcs, envoysim.Request{Path: "/v1/chat/completions", Headers: map[string]string{wire.HeaderModelName: "model-a"}}, "model-b")
-	if tr.FirstRoute != "route-a" || tr.FinalRoute != "route-b" || !equal(tr.Ran, []string{bbr, eppB}) {
+	if tr.FirstRoute != "route-a" || tr.FinalRoute != "route-b" || !slices.Equal(tr.Ran, []string{bbr, eppB}) {
 		t.Errorf("client-sent header: %+v", tr)
 	}
 	// Someone else's route filter keeps Envoy Gateway's semantics: on its route only, and no picker there.
 	tr = walk(t, ls, rcs, envoysim.Request{Path: "/audit"}, "")
-	if !equal(tr.Ran, []string{others}) {
+	if !slices.Equal(tr.Ran, []string{others}) {
 		t.Errorf("audited route ran %v", tr.Ran)
 	}
 }
@@ -142,7 +131,7 @@ func TestFixPutsTheRouterBeforeThePickersAndLeavesOthersInPlace(t *testing.T) {
 		names = append(names, f.GetName())
 	}
 	want := []string{others, bbr, eppA, eppB, "envoy.filters.http.router"}
-	if !equal(names, want) {
+	if !slices.Equal(names, want) {
 		t.Fatalf("order %v, want %v", names, want)
 	}
 	for _, f := range hcmOf(t, ls[0]).GetHttpFilters() {
@@ -154,27 +143,30 @@ func TestFixPutsTheRouterBeforeThePickersAndLeavesOthersInPlace(t *testing.T) {
 	}
 }
 
+// fixChanges runs Fix on the first listener and route configuration and
+// reports whether it changed them.
+func fixChanges(t *testing.T, ls []*listenerv3.Listener, rcs []*routev3.RouteConfiguration) bool {
+	t.Helper()
+	before := []proto.Message{proto.Clone(ls[0]), proto.Clone(rcs[0])}
+	if err := Fix(ls, rcs); err != nil {
+		t.Fatal(err)
+	}
+	return !proto.Equal(before[0], ls[0]) || !proto.Equal(before[1], rcs[0])
+}
+
 func TestFixIsIdempotent(t *testing.T) {
 	ls, rcs := translated(bbr, eppA, eppB)
-	if err := Fix(ls, rcs); err != nil {
-		t.Fatal(err)
+	if !fixChanges(t, ls, rcs) {
+		t.Fatal("the first Fix of a gateway with pickers changed nothing")
 	}
-	once := []proto.Message{proto.Clone(ls[0]), proto.Clone(rcs[0])}
-	if err := Fix(ls, rcs); err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(once[0], ls[0]) || !proto.Equal(once[1], rcs[0]) {
+	if fixChanges(t, ls, rcs) {
 		t.Fatal("a second Fix changed the resources")
 	}
 }
 
 func TestFixLeavesListenersWithoutPickersAlone(t *testing.T) {
 	ls, rcs := translated(bbr, others)
-	want := []proto.Message{proto.Clone(ls[0]), proto.Clone(rcs[0])}
-	if err := Fix(ls, rcs); err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(want[0], ls[0]) || !proto.Equal(want[1], rcs[0]) {
+	if fixChanges(t, ls, rcs) {
 		t.Fatal("Fix changed a gateway that has no igw picker")
 	}
 }

@@ -43,19 +43,8 @@ func BenchmarkPod600s(b *testing.B) {
 	var steps uint64
 	for b.Loop() {
 		e, _ := New(Config{GPU: "H100", Model: "llama-3.1-8b", SpeedJitter: 0.05})
-		for i, r := range reqs {
-			e.Advance(arrivals[i])
-			if err := e.Submit(r, arrivals[i]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for {
-			next, ok := e.NextEventTime()
-			if !ok {
-				break
-			}
-			e.Advance(next)
-		}
+		submitAt(b, e, reqs, arrivals, nil)
+		drain(e, nil)
 		steps = e.Snapshot().Steps
 	}
 	b.ReportMetric(float64(steps), "steps/run")
@@ -67,12 +56,7 @@ func BenchmarkPod600s(b *testing.B) {
 func BenchmarkPredictTTFT(b *testing.B) {
 	reqs, arrivals := podWorkload(2, 12, 60*time.Second)
 	e, _ := New(Config{GPU: "H100", Model: "llama-3.1-8b", SpeedJitter: 0.05})
-	for i, r := range reqs {
-		e.Advance(arrivals[i])
-		if err := e.Submit(r, arrivals[i]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	submitAt(b, e, reqs, arrivals, nil)
 	probe := Request{ID: 1 << 40, Prompt: prompt(77, 1000), OutputTokens: 100}
 	for b.Loop() {
 		if _, err := e.PredictTTFT(probe, e.Now()); err != nil {

@@ -42,21 +42,50 @@ func drive(t testing.TB, e *Engine, reqs []Request, arrivals []time.Duration) ma
 		}
 	}
 	for i, r := range reqs {
-		collect(e.Advance(arrivals[i]))
 		out[r.ID] = &timeline{arrival: arrivals[i]}
+	}
+	submitAt(t, e, reqs, arrivals, collect)
+	drain(e, collect)
+	collect(e.Advance(e.Now()))
+	return out
+}
+
+// submitAt submits reqs at their arrival times, advancing the engine to each
+// first and handing the events to collect (nil: dropped).
+func submitAt(t testing.TB, e *Engine, reqs []Request, arrivals []time.Duration, collect func([]Event)) {
+	t.Helper()
+	for i, r := range reqs {
+		if evs := e.Advance(arrivals[i]); collect != nil {
+			collect(evs)
+		}
 		if err := e.Submit(r, arrivals[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// drain runs the engine until it is idle, handing the events to collect (nil: dropped).
+func drain(e *Engine, collect func([]Event)) {
 	for {
 		next, ok := e.NextEventTime()
 		if !ok {
-			break
+			return
 		}
-		collect(e.Advance(next))
+		if evs := e.Advance(next); collect != nil {
+			collect(evs)
+		}
 	}
-	collect(e.Advance(e.Now()))
-	return out
+}
+
+// submitAtZero submits one request per adapter name ("" for the base model)
+// at time 0, request i with a 100-token prompt of seed i and output tokens.
+func submitAtZero(t testing.TB, e *Engine, output int, adapters ...string) {
+	t.Helper()
+	for i, a := range adapters {
+		if err := e.Submit(Request{ID: uint64(i), Prompt: prompt(uint64(i), 100), OutputTokens: output, Adapter: a}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func newEngine(t testing.TB, cfg Config) *Engine {
@@ -170,11 +199,7 @@ func TestAdapterSeparatesPrefixCache(t *testing.T) {
 
 func TestContinuousBatchingRespectsMaxNumSeqs(t *testing.T) {
 	e := newEngine(t, Config{GPU: "H100", Model: "llama-3.1-8b", MaxNumSeqs: 2})
-	for i := range 5 {
-		if err := e.Submit(Request{ID: uint64(i), Prompt: prompt(uint64(i), 100), OutputTokens: 50}, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitAtZero(t, e, 50, "", "", "", "", "")
 	e.Advance(at(100))
 	if s := e.Snapshot(); s.Running != 2 || s.Waiting != 3 {
 		t.Fatalf("running %d waiting %d, want 2 and 3", s.Running, s.Waiting)
@@ -280,11 +305,7 @@ func TestLoRALoadPaidOncePerResidency(t *testing.T) {
 
 func TestLoRASlotsLimitRunningAdapters(t *testing.T) {
 	e := newEngine(t, Config{GPU: "H100", Model: "llama-3.1-8b", MaxLoras: 1})
-	for i, a := range []string{"a", "b", "a", ""} {
-		if err := e.Submit(Request{ID: uint64(i), Prompt: prompt(uint64(i), 100), OutputTokens: 100, Adapter: a}, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitAtZero(t, e, 100, "a", "b", "a", "")
 	e.Advance(at(200))
 	s := e.Snapshot()
 	// b waits for a's slot; the second a and the base request do not wait behind b.
@@ -333,11 +354,7 @@ func TestJitterIsDeterministicAndBounded(t *testing.T) {
 
 func TestAbortFreesResources(t *testing.T) {
 	e := newEngine(t, Config{GPU: "H100", Model: "llama-3.1-8b", MaxNumSeqs: 1})
-	for i := range 3 {
-		if err := e.Submit(Request{ID: uint64(i), Prompt: prompt(uint64(i), 100), OutputTokens: 1000}, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitAtZero(t, e, 1000, "", "", "")
 	e.Advance(at(50))
 	if !e.Abort(2, at(50)) || !e.Abort(0, at(50)) || e.Abort(99, at(50)) {
 		t.Fatal("Abort reported wrongly")

@@ -135,6 +135,53 @@ func (l *finishLog) last() Event {
 	return l.evs[len(l.evs)-1]
 }
 
+// timeLog records, for every request a server ran, the engine times of its
+// tokens and of its arrival; read it under mu.
+type timeLog struct {
+	mu       sync.Mutex
+	tokens   map[uint64][]time.Duration
+	arrivals map[uint64]time.Duration
+}
+
+func logTimes(srv *Server) *timeLog {
+	l := &timeLog{tokens: map[uint64][]time.Duration{}, arrivals: map[uint64]time.Duration{}}
+	srv.rt.mu.Lock()
+	srv.rt.observe = func(ev Event) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch ev.Kind {
+		case EventFirstToken, EventToken:
+			l.tokens[ev.RequestID] = append(l.tokens[ev.RequestID], ev.Time)
+		case EventFinish:
+			l.arrivals[ev.RequestID] = ev.Arrival
+		}
+	}
+	srv.rt.mu.Unlock()
+	return l
+}
+
+// streamAll streams request i (prompts[i], outputs[i] tokens) from
+// start+offset(i), all in parallel, and returns what each client saw; a
+// failure is reported on t and leaves its entry nil.
+func streamAll(t testing.TB, client *http.Client, base string, prompts [][]uint32, outputs []int, offset func(i int) time.Duration) []*streamed {
+	seen := make([]*streamed, len(prompts))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range prompts {
+		wg.Go(func() {
+			time.Sleep(time.Until(start.Add(offset(i))))
+			s, err := streamTokens(client, base, "", prompts[i], outputs[i])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			seen[i] = s
+		})
+	}
+	wg.Wait()
+	return seen
+}
+
 // clientTimingAttempts is how often a client-side timing measurement is taken
 // before a miss counts. Scheduler noise on a shared machine (other test packages
 // run beside this one) only ever delays what a client sees, so one clean attempt
@@ -310,51 +357,28 @@ func realTimeMatchesVirtual(t *testing.T, a *attempt) {
 		o.Seed = 5
 		o.MaxNumSeqs = 6
 	})
-	var mu sync.Mutex
-	engineTokens := map[uint64][]time.Duration{}
-	arrivals := map[uint64]time.Duration{}
-	srv.rt.mu.Lock()
-	srv.rt.observe = func(ev Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev.Kind {
-		case EventFirstToken, EventToken:
-			engineTokens[ev.RequestID] = append(engineTokens[ev.RequestID], ev.Time)
-		case EventFinish:
-			arrivals[ev.RequestID] = ev.Arrival
-		}
-	}
-	srv.rt.mu.Unlock()
+	log := logTimes(srv)
 
 	// Twelve requests over 1.2 s of engine time, more than the six sequence slots.
 	const n = 12
 	prompts := make([][]uint32, n)
 	outputs := make([]int, n)
-	clientSeen := make([]*streamed, n)
-	var wg sync.WaitGroup
-	start := time.Now()
 	for i := range n {
 		prompts[i] = prompt(uint64(100+i), 200+97*i)
 		outputs[i] = 8 + 3*i
-		wg.Go(func() {
-			time.Sleep(time.Until(start.Add(time.Duration(i) * 100 * time.Millisecond / speedup)))
-			s, err := streamTokens(http.DefaultClient, base, "", prompts[i], outputs[i])
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			clientSeen[i] = s
-		})
 	}
-	wg.Wait()
+	clientSeen := streamAll(t, http.DefaultClient, base, prompts, outputs, func(i int) time.Duration {
+		return time.Duration(i) * 100 * time.Millisecond / speedup
+	})
 	if t.Failed() {
 		return
 	}
 
 	// Replay the submissions the server saw, at the engine times it saw them, in
 	// virtual time. Outputs have distinct lengths, which tell the clients apart.
-	mu.Lock()
-	defer mu.Unlock()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	engineTokens, arrivals := log.tokens, log.arrivals
 	ids := slices.SortedFunc(maps.Keys(arrivals), func(a, b uint64) int { return cmp.Compare(arrivals[a], arrivals[b]) })
 	client := map[uint64]int{}
 	var reqs []Request

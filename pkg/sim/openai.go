@@ -190,6 +190,15 @@ func parseChat(body []byte) (*chatRequest, error) {
 	return &req, nil
 }
 
+// promptTokens tokenizes the rendered conversation.
+func (req *chatRequest) promptTokens() ([]uint32, error) {
+	text, err := req.promptText()
+	if err != nil {
+		return nil, err
+	}
+	return tokenizer.Tokenize(text), nil
+}
+
 // promptText renders the conversation with the simulated chat template.
 func (req *chatRequest) promptText() (string, error) {
 	msgs := make([]tokenizer.Message, len(req.Messages))

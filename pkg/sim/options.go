@@ -4,8 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
 )
 
 // Options configure the real-time server (cmd/modelsim). The engine flags carry
@@ -14,17 +14,8 @@ type Options struct {
 	Host string
 	Port int
 
-	GPU                 string
-	Model               string
-	TensorParallel      int
-	MaxNumSeqs          int
-	MaxNumBatchedTokens int
-	// KVCacheTokens is "auto" or a number of tokens.
-	KVCacheTokens string
-	MaxLoras      int
-	LoRALoadTime  time.Duration
-	SpeedJitter   float64
-	Seed          uint64
+	// Config is the engine the server runs (--gpu ... --seed).
+	Config
 
 	// Speedup runs the engine this many times faster than a GPU would; latencies
 	// a client sees are the engine's divided by it (metrics report engine time).
@@ -43,17 +34,18 @@ type Options struct {
 // DefaultOptions returns the options of a bare `modelsim` invocation.
 func DefaultOptions() Options {
 	return Options{
-		Host:                "127.0.0.1",
-		Port:                8000,
-		GPU:                 "H100",
-		Model:               "llama-3.1-8b",
-		TensorParallel:      DefaultTensorParallel,
-		MaxNumSeqs:          DefaultMaxNumSeqs,
-		MaxNumBatchedTokens: DefaultMaxNumBatchedTokens,
-		KVCacheTokens:       "auto",
-		LoRALoadTime:        DefaultLoRALoadTime,
-		Speedup:             1,
-		Engine:              EngineVLLM,
+		Host: "127.0.0.1",
+		Port: 8000,
+		Config: Config{
+			GPU:                 "H100",
+			Model:               "llama-3.1-8b",
+			TensorParallel:      DefaultTensorParallel,
+			MaxNumSeqs:          DefaultMaxNumSeqs,
+			MaxNumBatchedTokens: DefaultMaxNumBatchedTokens,
+			LoRALoadTime:        DefaultLoRALoadTime,
+		},
+		Speedup: 1,
+		Engine:  EngineVLLM,
 	}
 }
 
@@ -72,7 +64,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", o.TensorParallel, "GPUs the model is split over")
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", o.MaxNumSeqs, "most requests running at once")
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", o.MaxNumBatchedTokens, "token budget of one step (chunked prefill)")
-	fs.StringVar(&o.KVCacheTokens, "kv-cache-tokens", o.KVCacheTokens, "KV cache size in tokens, or auto (from GPU memory and model)")
+	fs.Var(kvTokensFlag{&o.KVCacheTokens}, "kv-cache-tokens", "KV cache size in `tokens`, or auto (the default: from GPU memory and model)")
 	fs.IntVar(&o.MaxLoras, "max-loras", o.MaxLoras, "LoRA adapter slots on the GPU (0 disables LoRA)")
 	fs.DurationVar(&o.LoRALoadTime, "lora-load-time", o.LoRALoadTime, "time to load an adapter into a slot")
 	fs.Float64Var(&o.SpeedJitter, "speed-jitter", o.SpeedJitter, "per-step multiplicative noise half-width, e.g. 0.05")
@@ -96,10 +88,7 @@ func (o *Options) Validate() error {
 	if o.Engine != EngineVLLM && o.Engine != EngineSGLang {
 		errs = append(errs, fmt.Errorf("--engine must be %s or %s, got %q", EngineVLLM, EngineSGLang, o.Engine))
 	}
-	cfg, err := o.EngineConfig()
-	if err != nil {
-		errs = append(errs, err)
-	} else if err := cfg.Validate(); err != nil { // flags carry explicit defaults: a zero is the user's
+	if err := o.Config.Validate(); err != nil { // flags carry explicit defaults: a zero is the user's
 		errs = append(errs, err)
 	}
 	if len(o.LoRAModules) > 0 && o.MaxLoras == 0 {
@@ -113,24 +102,27 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// EngineConfig is the engine configuration the options describe.
-func (o *Options) EngineConfig() (Config, error) {
-	kv, err := ParseKVCacheTokens(o.KVCacheTokens)
-	if err != nil {
-		return Config{}, err
+// EngineConfig is the engine configuration the options describe. It cannot
+// fail any longer (--kv-cache-tokens is parsed when set); the error stays for
+// its callers.
+func (o *Options) EngineConfig() (Config, error) { return o.Config, nil }
+
+// kvTokensFlag is --kv-cache-tokens: auto (0) or a number of tokens.
+type kvTokensFlag struct{ tokens *int }
+
+func (f kvTokensFlag) String() string {
+	if f.tokens == nil || *f.tokens == 0 {
+		return "auto"
 	}
-	return Config{
-		GPU:                 o.GPU,
-		Model:               o.Model,
-		TensorParallel:      o.TensorParallel,
-		MaxNumSeqs:          o.MaxNumSeqs,
-		MaxNumBatchedTokens: o.MaxNumBatchedTokens,
-		KVCacheTokens:       kv,
-		MaxLoras:            o.MaxLoras,
-		LoRALoadTime:        o.LoRALoadTime,
-		SpeedJitter:         o.SpeedJitter,
-		Seed:                o.Seed,
-	}, nil
+	return strconv.Itoa(*f.tokens)
+}
+
+func (f kvTokensFlag) Set(s string) error {
+	n, err := ParseKVCacheTokens(s)
+	if err == nil {
+		*f.tokens = n
+	}
+	return err
 }
 
 // servedNames returns the base model's names, defaulting to the profile name.

@@ -9,53 +9,54 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
-// Every parser must either accept its input or reject it with a client error;
-// accepted requests must produce a usable generation.
-func FuzzCompletionRequest(f *testing.F) {
-	for _, s := range []string{`{"prompt":"hi","max_tokens":3}`, `{"prompt":[1,2,3]}`, `{"prompt":["a"]}`,
-		`{"prompt":[[5,6]],"ignore_eos":true,"min_tokens":2}`, `{"prompt":["a","b"]}`, `{"prompt":null}`, `{`, `[]`,
-		`{"prompt":"x","max_tokens":-1}`, `{"prompt":"x","n":1,"stream":true,"stream_options":{"include_usage":true}}`} {
+// fuzzRequest holds a request parser to this: every body is either refused
+// with a client error (by the parser, or when its prompt is read) or yields a
+// usable generation length.
+func fuzzRequest(f *testing.F, chat bool, seeds []string, parse func(body []byte) (*samplingFields, func() ([]uint32, error), error)) {
+	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		req, err := parseCompletion([]byte(body))
+		fields, promptTokens, err := parse([]byte(body))
+		var prompt []uint32
+		if err == nil {
+			prompt, err = promptTokens()
+		}
 		if err != nil {
 			requireClientError(t, err)
 			return
 		}
-		prompt, err := req.promptTokens()
-		if err != nil {
-			requireClientError(t, err)
-			return
-		}
-		checkOutputLength(t, &req.samplingFields, prompt, false)
+		checkOutputLength(t, fields, prompt, chat)
 	})
 }
 
+func FuzzCompletionRequest(f *testing.F) {
+	fuzzRequest(f, false, []string{`{"prompt":"hi","max_tokens":3}`, `{"prompt":[1,2,3]}`, `{"prompt":["a"]}`,
+		`{"prompt":[[5,6]],"ignore_eos":true,"min_tokens":2}`, `{"prompt":["a","b"]}`, `{"prompt":null}`, `{`, `[]`,
+		`{"prompt":"x","max_tokens":-1}`, `{"prompt":"x","n":1,"stream":true,"stream_options":{"include_usage":true}}`},
+		func(body []byte) (*samplingFields, func() ([]uint32, error), error) {
+			req, err := parseCompletion(body)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &req.samplingFields, req.promptTokens, nil
+		})
+}
+
 func FuzzChatRequest(f *testing.F) {
-	for _, s := range []string{`{"messages":[{"role":"user","content":"hi"}]}`,
+	fuzzRequest(f, true, []string{`{"messages":[{"role":"user","content":"hi"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_completion_tokens":2}`,
 		`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, `{"messages":[{"content":"x"}]}`,
-		`{"messages":[{"role":"system","content":null}],"max_tokens":1}`, `{"messages":"hi"}`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, body string) {
-		req, err := parseChat([]byte(body))
-		if err != nil {
-			requireClientError(t, err)
-			return
-		}
-		text, err := req.promptText()
-		if err != nil {
-			requireClientError(t, err)
-			return
-		}
-		checkOutputLength(t, &req.samplingFields, tokenizer.Tokenize(text), true)
-	})
+		`{"messages":[{"role":"system","content":null}],"max_tokens":1}`, `{"messages":"hi"}`},
+		func(body []byte) (*samplingFields, func() ([]uint32, error), error) {
+			req, err := parseChat(body)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &req.samplingFields, req.promptTokens, nil
+		})
 }
 
 func checkOutputLength(t *testing.T, f *samplingFields, prompt []uint32, chat bool) {

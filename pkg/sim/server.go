@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/openaimodels"
-	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
 // maxBodyBytes bounds a request body; the longest prompt the profiles allow is
@@ -95,8 +94,8 @@ func (s *Server) Start(ctx context.Context) { go s.rt.run(ctx) }
 // Handler routes the vLLM API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", s.generationHandler(s.completionGeneration))
+	mux.HandleFunc("POST /v1/chat/completions", s.generationHandler(s.chatGeneration))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/load_lora_adapter", s.handleLoadAdapter)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", s.handleUnloadAdapter)
@@ -121,32 +120,21 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	return body, nil
 }
 
-func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBody(w, r)
-	if aerr != nil {
-		aerr.write(w)
-		return
+// generationHandler serves the generation build makes of the request body.
+func (s *Server) generationHandler(build func(body []byte) (*generation, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, aerr := readBody(w, r)
+		if aerr != nil {
+			aerr.write(w)
+			return
+		}
+		gen, err := build(body)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		s.generate(w, r, gen)
 	}
-	gen, err := s.completionGeneration(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.generate(w, r, gen)
-}
-
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBody(w, r)
-	if aerr != nil {
-		aerr.write(w)
-		return
-	}
-	gen, err := s.chatGeneration(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.generate(w, r, gen)
 }
 
 func (s *Server) completionGeneration(body []byte) (*generation, error) {
@@ -154,15 +142,7 @@ func (s *Server) completionGeneration(body []byte) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	adapter, err := s.resolveModel(req.Model)
-	if err != nil {
-		return nil, err
-	}
-	prompt, err := req.promptTokens()
-	if err != nil {
-		return nil, err
-	}
-	return s.newGeneration(&req.samplingFields, adapter, prompt, false)
+	return s.newGeneration(&req.samplingFields, req.promptTokens, false)
 }
 
 func (s *Server) chatGeneration(body []byte) (*generation, error) {
@@ -170,18 +150,20 @@ func (s *Server) chatGeneration(body []byte) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	adapter, err := s.resolveModel(req.Model)
-	if err != nil {
-		return nil, err
-	}
-	text, err := req.promptText()
-	if err != nil {
-		return nil, err
-	}
-	return s.newGeneration(&req.samplingFields, adapter, tokenizer.Tokenize(text), true)
+	return s.newGeneration(&req.samplingFields, req.promptTokens, true)
 }
 
-func (s *Server) newGeneration(f *samplingFields, adapter string, prompt []uint32, chat bool) (*generation, error) {
+// newGeneration resolves the model f names, then reads the prompt: an unknown
+// model is reported before a bad prompt.
+func (s *Server) newGeneration(f *samplingFields, promptTokens func() ([]uint32, error), chat bool) (*generation, error) {
+	adapter, err := s.resolveModel(f.Model)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := promptTokens()
+	if err != nil {
+		return nil, err
+	}
 	if len(prompt) == 0 {
 		return nil, badRequest("prompt", "the prompt is empty")
 	}

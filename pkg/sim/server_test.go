@@ -55,6 +55,15 @@ func post(t testing.TB, url, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// usageJSON is a response's usage as OpenAI clients read it.
+type usageJSON struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
 func TestOpenAIClientStreamsChatWithUsage(t *testing.T) {
 	_, base := startServer(t, nil)
 	client := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
@@ -101,13 +110,7 @@ func TestChatAndCompletionShapes(t *testing.T) {
 			Message      struct{ Role, Content string }
 			FinishReason string `json:"finish_reason"`
 		}
-		Usage struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
-			PromptTokensDetails struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		}
+		Usage usageJSON
 	}
 	if err := json.Unmarshal(body, &chat); err != nil || code != 200 {
 		t.Fatalf("%d %s %v", code, body, err)
@@ -126,13 +129,7 @@ func TestChatAndCompletionShapes(t *testing.T) {
 	var cmpl struct {
 		Object  string
 		Choices []struct{ Text string }
-		Usage   struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
-			PromptTokensDetails struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		}
+		Usage   usageJSON
 	}
 	if err := json.Unmarshal(body, &cmpl); err != nil || code != 200 {
 		t.Fatalf("%d %s %v", code, body, err)
@@ -368,7 +365,7 @@ func TestSGLangMetricNames(t *testing.T) {
 
 // Requests that overfill a small KV cache wait and preempt, visibly in /metrics.
 func TestFullKVCacheVisibleInMetrics(t *testing.T) {
-	_, base := startServer(t, func(o *Options) { o.KVCacheTokens = "3000"; o.Speedup = 20 })
+	_, base := startServer(t, func(o *Options) { o.KVCacheTokens = 3000; o.Speedup = 20 })
 	for i := range 8 {
 		go func() {
 			body := `{"prompt":"` + tokenizer.GenerateText(uint64(i), 400) + `","max_tokens":600,"ignore_eos":true}`

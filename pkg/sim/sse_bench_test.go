@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -54,46 +53,24 @@ func sseStreamsRound(b *testing.B, speedup float64, n int) sseRound {
 	srv, base := startServer(b, func(o *Options) {
 		o.Speedup = speedup
 		o.MaxNumSeqs = 4096
-		o.KVCacheTokens = "2000000"
+		o.KVCacheTokens = 2000000
 	})
-	var mu sync.Mutex
-	arrival := map[uint64]time.Duration{}
-	tokens := map[uint64][]time.Duration{}
-	srv.rt.mu.Lock()
-	srv.rt.observe = func(ev Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Kind == EventFinish {
-			arrival[ev.RequestID] = ev.Arrival
-		} else {
-			tokens[ev.RequestID] = append(tokens[ev.RequestID], ev.Time)
-		}
-	}
-	srv.rt.mu.Unlock()
+	log := logTimes(srv)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	prompts := make([][]uint32, n)
+	outputs := make([]int, n)
 	for i := range prompts {
-		prompts[i] = prompt(uint64(i), promptLen)
+		prompts[i], outputs[i] = prompt(uint64(i), promptLen), outputLen
 	}
-	results := make([]*streamed, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			time.Sleep(time.Duration(float64(openSpread) * float64(i) / float64(n) / speedup))
-			s, err := streamTokens(client, base, "", prompts[i], outputLen)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			results[i] = s
-		})
-	}
-	wg.Wait()
+	results := streamAll(b, client, base, prompts, outputs, func(i int) time.Duration {
+		return time.Duration(float64(openSpread) * float64(i) / float64(n) / speedup)
+	})
 	if b.Failed() {
 		b.FailNow()
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	tokens, arrival := log.tokens, log.arrivals
 	var e2eErrs, tpotErrs []float64
 	var firstLate, tokenLate, intake []time.Duration
 	for _, s := range results {

@@ -131,6 +131,22 @@ type common struct {
 	igwConfig string
 }
 
+// subcommand is the flag set of one subcommand, writing its messages to stderr.
+func subcommand(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// commonFlags is the flag set of a subcommand that runs scenarios, with the
+// common flags registered (results in defaultOut unless --out says).
+func commonFlags(name string, stderr io.Writer, defaultOut string) (*flag.FlagSet, *common) {
+	fs := subcommand(name, stderr)
+	c := &common{}
+	c.register(fs, defaultOut)
+	return fs, c
+}
+
 func (c *common) register(fs *flag.FlagSet, defaultOut string) {
 	fs.StringVar(&c.policies, "policies", strings.Join(policies.Names, ","), "comma-separated policies to run")
 	fs.IntVar(&c.seeds, "seeds", 1, "number of seeds (1..N) per policy")
@@ -233,10 +249,7 @@ func loadShortened(file string, d time.Duration) (*scenario.Scenario, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c common
-	c.register(fs, "")
+	fs, c := commonFlags("run", stderr, "")
 	file := fs.String("scenario", "", "scenario file (required)")
 	format := fs.String("format", "table", "json or table")
 	traces := fs.String("trace", "", "directory to write every request's record into, one CSV per policy and seed")
@@ -339,10 +352,7 @@ func writeTraces(dir, name string, outcomes []bench.Outcome) error {
 }
 
 func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("grid", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c common
-	c.register(fs, "docs/benchmarks")
+	fs, c := commonFlags("grid", stderr, "docs/benchmarks")
 	dir := fs.String("scenarios", "bench/scenarios", "directory of scenario files (*.yaml)")
 	if err := fs.Parse(args); err != nil {
 		return err

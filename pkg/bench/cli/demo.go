@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	_ "embed"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -35,8 +34,7 @@ var demoPolicies = []string{policies.RoundRobin, policies.IGW}
 // runDemo serves one workload live through round-robin and then igw, prints
 // them side by side and writes the results and a TTFT plot.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := subcommand("demo", stderr)
 	out := fs.String("out", filepath.Join(os.TempDir(), "igw-demo"), "directory for the results (JSON) and the TTFT plot (PNG)")
 	duration := fs.Duration("duration", 0, "shorten the workload to this much arrival time (warmup scaled alike)")
 	speedup := fs.Float64("speedup", demoSpeedup, "run the simulated GPUs this many times faster than real ones (0: as fast as the machine keeps up with, at most real time)")

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -25,8 +24,7 @@ const fidelitySpeedup = 0.1
 // policy's P50 TTFT and output throughput; it fails when a difference
 // exceeds the tolerance.
 func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("fidelity", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := subcommand("fidelity", stderr)
 	file := fs.String("scenario", "bench/testdata/small.yaml", "scenario file")
 	c := common{mode: "live", seeds: 1}
 	fs.StringVar(&c.policies, "policies", strings.Join(policies.Names, ","), "comma-separated policies (the oracle is left out: it does not run live)")

@@ -44,16 +44,7 @@ func (l *ModelLister) Run(ctx context.Context) error {
 // read started; on failure the stored list stays as it was.
 func (l *ModelLister) ReadOnce(ctx context.Context, st *datastore.EndpointState) error {
 	return timed(l.Now, l.Observe, st.Key(), func(start time.Time) error {
-		g := getter{client: l.Client, path: l.Path, timeout: l.Timeout, limit: l.MaxBodyBytes}
-		if g.path == "" {
-			g.path = wire.ModelsPath
-		}
-		if g.timeout <= 0 {
-			g.timeout = l.Interval
-		}
-		if g.limit <= 0 {
-			g.limit = 4 << 20
-		}
+		g := getter{client: l.Client, path: l.Path, timeout: l.Timeout, limit: l.MaxBodyBytes}.withDefaults(wire.ModelsPath, l.Interval, 4<<20)
 		var names []string
 		if err := g.get(ctx, st.Key(), func(body io.Reader) (err error) {
 			names, err = ParseModels(body)

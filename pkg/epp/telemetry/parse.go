@@ -183,6 +183,21 @@ func (f families) byLabel(name, lbl, want string) (float64, bool) {
 	return total, found
 }
 
+// readGauges reads what every engine exports as gauges: the queue and the
+// batch (summed over series), the KV-cache utilisation and, when named, the
+// prefix-cache hit rate (the worst series of each).
+func (f families) readGauges(m *datastore.Metrics, waiting, running, kvUsage, hitRate string) {
+	w, _ := f.sum(waiting)
+	r, _ := f.sum(running)
+	m.Waiting, m.Running = count(w), count(r)
+	if u, ok := f.max(kvUsage); ok {
+		m.KVCacheUsage, m.KVCacheKnown = u, true
+	}
+	if h, ok := f.max(hitRate); ok && hitRate != "" {
+		m.PrefixCacheHitRate = h
+	}
+}
+
 func fromFamilies(raw map[string]*dto.MetricFamily) (datastore.Metrics, Report, error) {
 	f := families(raw)
 	m := datastore.Metrics{PrefixCacheHitRate: -1}
@@ -190,12 +205,8 @@ func fromFamilies(raw map[string]*dto.MetricFamily) (datastore.Metrics, Report, 
 	switch {
 	case f.get(wire.VLLMNumRequestsWaiting) != nil:
 		rep.Engine = "vllm"
-		w, _ := f.sum(wire.VLLMNumRequestsWaiting)
-		r, _ := f.sum(wire.VLLMNumRequestsRunning)
-		m.Waiting, m.Running = count(w), count(r)
-		if u, ok := f.max(wire.VLLMKVCacheUsagePerc); ok {
-			m.KVCacheUsage, m.KVCacheKnown = u, true
-		} else if u, ok := f.max(wire.VLLMGPUCacheUsagePercLegacy); ok {
+		f.readGauges(&m, wire.VLLMNumRequestsWaiting, wire.VLLMNumRequestsRunning, wire.VLLMKVCacheUsagePerc, "")
+		if u, ok := f.max(wire.VLLMGPUCacheUsagePercLegacy); ok && !m.KVCacheKnown {
 			m.KVCacheUsage, m.KVCacheKnown = u, true
 			rep.LegacyKV = true
 		}
@@ -207,26 +218,10 @@ func fromFamilies(raw map[string]*dto.MetricFamily) (datastore.Metrics, Report, 
 		}
 	case f.get(wire.SGLangNumQueueReqs) != nil:
 		rep.Engine = "sglang"
-		w, _ := f.sum(wire.SGLangNumQueueReqs)
-		r, _ := f.sum(wire.SGLangNumRunningReqs)
-		m.Waiting, m.Running = count(w), count(r)
-		if u, ok := f.max(wire.SGLangTokenUsage); ok {
-			m.KVCacheUsage, m.KVCacheKnown = u, true
-		}
-		if h, ok := f.max(wire.SGLangCacheHitRate); ok {
-			m.PrefixCacheHitRate = h
-		}
+		f.readGauges(&m, wire.SGLangNumQueueReqs, wire.SGLangNumRunningReqs, wire.SGLangTokenUsage, wire.SGLangCacheHitRate)
 	case f.get(wire.TRTLLMNumRequestsWaiting) != nil:
 		rep.Engine = "trtllm"
-		w, _ := f.sum(wire.TRTLLMNumRequestsWaiting)
-		r, _ := f.sum(wire.TRTLLMNumRequestsRunning)
-		m.Waiting, m.Running = count(w), count(r)
-		if u, ok := f.max(wire.TRTLLMKVCacheUtilization); ok {
-			m.KVCacheUsage, m.KVCacheKnown = u, true
-		}
-		if h, ok := f.max(wire.TRTLLMKVCacheHitRate); ok {
-			m.PrefixCacheHitRate = h
-		}
+		f.readGauges(&m, wire.TRTLLMNumRequestsWaiting, wire.TRTLLMNumRequestsRunning, wire.TRTLLMKVCacheUtilization, wire.TRTLLMKVCacheHitRate)
 	case f.get(wire.TritonTRTLLMRequestMetrics) != nil:
 		rep.Engine = "triton-trtllm"
 		readTriton(f, &m)

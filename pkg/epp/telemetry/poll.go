@@ -89,6 +89,21 @@ type getter struct {
 	limit   int64
 }
 
+// withDefaults fills what the poller's options left zero: the path, the poll
+// interval as the timeout, and the body limit.
+func (g getter) withDefaults(path string, interval time.Duration, limit int64) getter {
+	if g.path == "" {
+		g.path = path
+	}
+	if g.timeout <= 0 {
+		g.timeout = interval
+	}
+	if g.limit <= 0 {
+		g.limit = limit
+	}
+	return g
+}
+
 // get fetches the path of endpoint key and hands the body of a 200 answer,
 // cut at the limit, to read.
 func (g getter) get(ctx context.Context, key string, read func(io.Reader) error) error {

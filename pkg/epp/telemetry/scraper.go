@@ -47,16 +47,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context, st *datastore.EndpointState) e
 }
 
 func (s *Scraper) scrape(ctx context.Context, st *datastore.EndpointState, start time.Time) error {
-	g := getter{client: s.Client, path: s.Path, timeout: s.Timeout, limit: s.MaxBodyBytes}
-	if g.path == "" {
-		g.path = wire.MetricsPath
-	}
-	if g.timeout <= 0 {
-		g.timeout = s.Interval
-	}
-	if g.limit <= 0 {
-		g.limit = 16 << 20
-	}
+	g := getter{client: s.Client, path: s.Path, timeout: s.Timeout, limit: s.MaxBodyBytes}.withDefaults(wire.MetricsPath, s.Interval, 16<<20)
 	var m datastore.Metrics
 	var rep Report
 	if err := g.get(ctx, st.Key(), func(body io.Reader) (err error) {
