@@ -11,14 +11,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 )
 
-func TestEstimateTokens(t *testing.T) {
-	for text, want := range map[string]int{"": 0, "a": 1, "abcd": 1, "abcde": 2, strings.Repeat("x", 4000): 1000} {
-		if got := EstimateTokens(text); got != want {
-			t.Errorf("EstimateTokens(%d chars) = %d, want %d", len(text), got, want)
-		}
-	}
-}
-
 func TestResetEstimatesPromptTokensOnlyWhenUnknown(t *testing.T) {
 	c := NewCycle(rand.New(rand.NewPCG(1, 1)))
 	c.Reset(&Request{Prompt: strings.Repeat("x", 40)}, time.Unix(0, 0), PrefixSettings{})
