@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/igw-dev/igw/internal/splitmix"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
@@ -71,7 +72,7 @@ func New(cfg Config) (*Engine, error) {
 		maxLoras:   cfg.MaxLoras,
 		loraLoad:   cfg.LoRALoadTime,
 		jitter:     cfg.SpeedJitter,
-		rng:        splitmix64(cfg.Seed),
+		rng:        splitmix.Source(cfg.Seed),
 		kv:         e.kv,
 		stats:      newPodStats(),
 		recycle:    e.recycle,

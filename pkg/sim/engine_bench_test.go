@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/splitmix"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
@@ -12,8 +13,8 @@ import (
 // lognormal prompts around 1000 tokens and outputs around 130, some sharing a
 // system prompt.
 func podWorkload(seed uint64, rate float64, duration time.Duration) ([]Request, []time.Duration) {
-	rng := splitmix64(seed)
-	uniform := func() float64 { return (float64(rng.next()>>11) + 0.5) / (1 << 53) }
+	rng := splitmix.Source(seed)
+	uniform := func() float64 { return (float64(rng.Next()>>11) + 0.5) / (1 << 53) }
 	normal := func() float64 { return math.Sqrt(-2*math.Log(uniform())) * math.Cos(2*math.Pi*uniform()) }
 	lognormal := func(median, sigma float64, lo, hi int) int {
 		return min(hi, max(lo, int(median*math.Exp(sigma*normal()))))
@@ -27,7 +28,7 @@ func podWorkload(seed uint64, rate float64, duration time.Duration) ([]Request, 
 		if t > duration {
 			return reqs, arrivals
 		}
-		text := tokenizer.GenerateText(rng.next(), lognormal(1000, 1, 16, 16000))
+		text := tokenizer.GenerateText(rng.Next(), lognormal(1000, 1, 16, 16000))
 		if id%4 == 0 {
 			text = tokenizer.Join(system, text)
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/splitmix"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
@@ -411,22 +412,22 @@ func TestSameSequenceSameEvents(t *testing.T) {
 
 // randomWorkload mixes shared prefixes, adapters, long and short requests.
 func randomWorkload(seed uint64, n int) ([]Request, []time.Duration) {
-	rng := splitmix64(seed)
+	rng := splitmix.Source(seed)
 	var reqs []Request
 	var arrivals []time.Duration
 	var t time.Duration
 	systems := []string{tokenizer.GenerateText(100, 800), tokenizer.GenerateText(101, 1500)}
 	for i := range n {
-		t += time.Duration(rng.next() % uint64(80*time.Millisecond))
-		text := tokenizer.GenerateText(rng.next(), 20+int(rng.next()%1500))
-		if rng.next()%2 == 0 {
-			text = tokenizer.Join(systems[rng.next()%2], text)
+		t += time.Duration(rng.Next() % uint64(80*time.Millisecond))
+		text := tokenizer.GenerateText(rng.Next(), 20+int(rng.Next()%1500))
+		if rng.Next()%2 == 0 {
+			text = tokenizer.Join(systems[rng.Next()%2], text)
 		}
 		adapter := ""
-		if rng.next()%3 == 0 {
-			adapter = []string{"a", "b", "c"}[rng.next()%3]
+		if rng.Next()%3 == 0 {
+			adapter = []string{"a", "b", "c"}[rng.Next()%3]
 		}
-		reqs = append(reqs, Request{ID: uint64(i), Prompt: tokenizer.Tokenize(text), OutputTokens: 1 + int(rng.next()%300), Adapter: adapter})
+		reqs = append(reqs, Request{ID: uint64(i), Prompt: tokenizer.Tokenize(text), OutputTokens: 1 + int(rng.Next()%300), Adapter: adapter})
 		arrivals = append(arrivals, t)
 	}
 	return reqs, arrivals

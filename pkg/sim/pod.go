@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"github.com/igw-dev/igw/internal/splitmix"
 )
 
 // pod is one engine's scheduler and state. The Engine runs a real pod; the TTFT
@@ -15,7 +17,7 @@ type pod struct {
 	maxLoras   int
 	loraLoad   time.Duration
 	jitter     float64
-	rng        splitmix64
+	rng        splitmix.Source
 	kv         kvManager
 
 	running []*request
@@ -225,7 +227,7 @@ func (p *pod) stepDuration() time.Duration {
 	}
 	s := p.prof.StepSeconds(prefill, decodes, context, len(p.stepAdapters))
 	if p.jitter > 0 {
-		s *= 1 + p.jitter*p.rng.symmetric()
+		s *= 1 + p.jitter*symmetric(&p.rng)
 	}
 	if p.stats != nil {
 		p.stats.loraLoads += uint64(loads)

@@ -1,5 +1,7 @@
 package tokenizer
 
+import "github.com/igw-dev/igw/internal/splitmix"
+
 // Prefix caching identifies a KV-cache block by a hash chained over every token
 // from the start of the prompt up to the block's end, so equal hashes mean equal
 // prefixes. The seed separates caches that must not share blocks (a LoRA adapter
@@ -17,7 +19,7 @@ func HashSeed(namespace string) uint64 {
 	for i := 0; i < len(namespace); i++ {
 		h = (h ^ uint64(namespace[i])) * fnvPrime
 	}
-	return mix(h)
+	return splitmix.Mix(h) // spreads FNV's weak low bits
 }
 
 // ChainHash returns the hash of a block given the hash of the block before it (or
@@ -27,7 +29,7 @@ func ChainHash(prev uint64, block []uint32) uint64 {
 	for _, t := range block {
 		h = (h ^ uint64(t)) * fnvPrime
 	}
-	return mix(h)
+	return splitmix.Mix(h) // spreads FNV's weak low bits
 }
 
 // BlockHashes appends to dst the chained hashes of every full blockSize-token
@@ -39,11 +41,4 @@ func BlockHashes(dst []uint64, seed uint64, tokens []uint32, blockSize int) []ui
 		dst = append(dst, prev)
 	}
 	return dst
-}
-
-// mix is the splitmix64 finalizer: it spreads FNV's weak low bits.
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }

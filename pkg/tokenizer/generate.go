@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"strings"
 
+	"github.com/igw-dev/igw/internal/splitmix"
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
@@ -38,29 +39,18 @@ func buildFragments() []string {
 	return out
 }
 
-// splitmix64 is a small deterministic generator; the same seed always yields the
-// same text on every platform.
-type splitmix64 uint64
-
-func (s *splitmix64) next() uint64 {
-	*s += 0x9e3779b97f4a7c15
-	z := uint64(*s)
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // GenerateText returns deterministic word-like text of exactly tokens tokens
-// (4·tokens bytes). Different seeds give different text; the same seed the same.
+// (4·tokens bytes). Different seeds give different text; the same seed the same,
+// on every platform.
 func GenerateText(seed uint64, tokens int) string {
 	if tokens <= 0 {
 		return ""
 	}
-	rng := splitmix64(seed)
+	rng := splitmix.Source(seed)
 	var b strings.Builder
 	b.Grow(tokens * tokencount.CharsPerToken)
 	for range tokens {
-		b.WriteString(fragments[rng.next()%uint64(len(fragments))])
+		b.WriteString(fragments[rng.Next()%uint64(len(fragments))])
 	}
 	return b.String()
 }
