@@ -17,6 +17,10 @@ import (
 
 func main() {
 	opts := sim.DefaultOptions()
+	if err := opts.KVEvents.KVEventsFromEnv(os.LookupEnv); err != nil {
+		fmt.Fprintln(os.Stderr, "modelsim:", err)
+		os.Exit(2)
+	}
 	fs := flag.NewFlagSet("modelsim", flag.ExitOnError)
 	opts.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
@@ -38,6 +42,12 @@ func run(opts sim.Options) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return err
+	}
+	if pub := srv.KVEvents(); pub != nil {
+		fmt.Printf("kv events on %s\n", pub.Endpoint)
+		if pub.ReplayEndpoint != "" {
+			fmt.Printf("kv events replay on %s\n", pub.ReplayEndpoint)
+		}
 	}
 	fmt.Printf("listening on http://%s\n", ln.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

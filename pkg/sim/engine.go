@@ -136,6 +136,10 @@ func (e *Engine) Submit(req Request, now time.Duration) error {
 	r.outputLen = int32(req.OutputTokens)
 	r.endsWithStop = req.EndsWithStop
 	r.hashes = tokenizer.BlockHashes(r.hashes[:0], r.hashSeed, req.Prompt, BlockSize)
+	if e.kv.events != nil {
+		r.adapterName = req.Adapter
+		r.prompt = append(r.prompt[:0], req.Prompt...)
+	}
 	r.tail = append(r.tail[:0], req.Prompt[len(req.Prompt)/BlockSize*BlockSize:]...)
 	e.byID[r.id] = r
 	e.pod.waiting.pushBack(r)
@@ -223,7 +227,7 @@ func (e *Engine) newRequest() *request {
 // recycle forgets a request that left the pod and keeps its buffers for reuse.
 func (e *Engine) recycle(r *request) {
 	delete(e.byID, r.id)
-	*r = request{hashes: r.hashes[:0], tail: r.tail[:0], blocks: r.blocks[:0]}
+	*r = request{hashes: r.hashes[:0], tail: r.tail[:0], blocks: r.blocks[:0], prompt: r.prompt[:0], ext: r.ext[:0]}
 	e.pool = append(e.pool, r)
 }
 

@@ -33,6 +33,8 @@ type kvCache struct {
 	index      map[uint64]int32
 	// hitIDs holds the blocks found by the last lookupHit.
 	hitIDs []int32
+	// events, when KV events are on, records registrations and evictions.
+	events *kvEventLog
 }
 
 const none = -1
@@ -90,6 +92,9 @@ func (kv *kvCache) takeFree() int32 {
 	if kv.cached[b] {
 		if kv.index[kv.hash[b]] == b {
 			delete(kv.index, kv.hash[b])
+			if kv.events != nil {
+				kv.events.removed(b)
+			}
 		}
 		kv.cached[b] = false
 	}
@@ -131,6 +136,7 @@ func (kv *kvCache) admit(r *request, hitBlocks, tokens int32) bool {
 	}
 	r.blocks = append(r.blocks[:0], hits...)
 	r.registered = hitBlocks
+	r.hitBlocks = hitBlocks
 	kv.fill(r, tokens)
 	return true
 }
@@ -161,6 +167,9 @@ func (kv *kvCache) fill(r *request, tokens int32) {
 			kv.index[h] = b
 			kv.hash[b] = h
 			kv.cached[b] = true
+			if kv.events != nil {
+				kv.events.stored(r, k, b)
+			}
 		}
 	}
 	r.registered = full

@@ -29,6 +29,8 @@ type Options struct {
 	LoRAModules LoRAModules
 	// EnablePromptTokensDetails adds usage.prompt_tokens_details.cached_tokens.
 	EnablePromptTokensDetails bool
+	// KVEvents is --kv-events-config: publish KV cache events as vLLM does.
+	KVEvents KVEventsConfig
 }
 
 // DefaultOptions returns the options of a bare `modelsim` invocation.
@@ -44,8 +46,9 @@ func DefaultOptions() Options {
 			MaxNumBatchedTokens: DefaultMaxNumBatchedTokens,
 			LoRALoadTime:        DefaultLoRALoadTime,
 		},
-		Speedup: 1,
-		Engine:  EngineVLLM,
+		Speedup:  1,
+		Engine:   EngineVLLM,
+		KVEvents: KVEventsConfig{IntBlockHashes: true},
 	}
 }
 
@@ -74,6 +77,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var((*stringList)(&o.ServedModelNames), "served-model-name", "model name(s) clients use, comma-separated or repeated (default: --model)")
 	fs.Var(&o.LoRAModules, "lora-modules", `adapters to register: name=path (several separated by spaces or commas) or JSON {"name":..,"path":..,"base_model_name":..}; repeatable`)
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", o.EnablePromptTokensDetails, "report cached prompt tokens in usage")
+	fs.Var(&kvEventsFlag{cfg: &o.KVEvents}, "kv-events-config",
+		`publish KV cache events as vLLM, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558","topic":"kv-events"}' ("*" binds --host)`)
 }
 
 // Validate reports every invalid option in one error.
@@ -93,6 +98,11 @@ func (o *Options) Validate() error {
 	}
 	if len(o.LoRAModules) > 0 && o.MaxLoras == 0 {
 		errs = append(errs, errors.New("--lora-modules needs --max-loras of at least 1"))
+	}
+	if o.KVEvents.Enabled() {
+		if err := o.KVEvents.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, n := range o.ServedModelNames {
 		if n == "" {

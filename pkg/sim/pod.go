@@ -47,6 +47,9 @@ type pod struct {
 	emitTokens bool
 	// recycle receives every request that leaves the pod.
 	recycle func(*request)
+	// afterSchedule, when set, runs after each scheduling pass with the step's
+	// start (the engine publishes the pass's KV events).
+	afterSchedule func(at time.Duration)
 }
 
 // loraSlots are the adapters resident on the GPU, evicted least recently used.
@@ -88,6 +91,9 @@ func (p *pod) startStep(at time.Duration) {
 	// itself schedules it again on the second pass.
 	for pass := 0; pass < 2 && len(p.batch) == 0 && p.hasWork(); pass++ {
 		p.schedule()
+	}
+	if p.afterSchedule != nil {
+		p.afterSchedule(at)
 	}
 	if len(p.batch) == 0 {
 		if p.hasWork() && !p.shadow {

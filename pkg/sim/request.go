@@ -49,6 +49,15 @@ type request struct {
 	sharedBlocks int32
 	// heldBlocks and ownBlocks stand in for blocks in the predictor's shadow pod.
 	heldBlocks, ownBlocks int32
+	// hitBlocks counts the leading blocks found in the prefix cache at the
+	// last admission.
+	hitBlocks int32
+	// With KV events on: the adapter's name, the prompt, and the vLLM hashes
+	// of the leading blocks computed so far (kept across preemptions: they
+	// depend on the tokens only).
+	adapterName string
+	prompt      []uint32
+	ext         []BlockHash
 	// shadowHit is the prefix hit (in blocks) the shadow pod assumes.
 	shadowHit int32
 	// hint caches the predictor's estimate of this waiting request's prefix hit.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type Server struct {
 	rt          *realtime
 	servedNames []string
 	started     time.Time
+
+	// kvEvents publishes KV cache events (nil without --kv-events-config).
+	kvEvents *KVEventPublisher
 
 	mu       sync.Mutex // guards adapters and loraInfo
 	adapters map[string]LoRAModule
@@ -59,13 +63,48 @@ func NewServer(opts Options) (*Server, error) {
 		}
 		s.adapters[mod.Name] = mod
 	}
+	if opts.KVEvents.Enabled() {
+		if err := s.startKVEvents(eng); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// startKVEvents opens the event sockets and hooks the publisher to the engine.
+func (s *Server) startKVEvents(eng *Engine) error {
+	cfg := s.opts.KVEvents
+	pub, err := NewKVEventPublisher(cfg, s.opts.Host, s.rt.wallTime)
+	if err != nil {
+		return err
+	}
+	none := NoneHash(cfg.HashSeed)
+	if !cfg.HashSeedSet {
+		_, _ = rand.Read(none[:]) // vLLM without PYTHONHASHSEED: a random chain seed
+	}
+	if err := eng.enableKVEvents(pub, none); err != nil {
+		pub.Close()
+		return err
+	}
+	s.kvEvents = pub
+	return nil
+}
+
+// KVEvents is the KV event publisher, nil when events are off.
+func (s *Server) KVEvents() *KVEventPublisher { return s.kvEvents }
+
+// Close releases the KV event sockets; Serve does it when it returns.
+func (s *Server) Close() {
+	if s.kvEvents != nil {
+		s.kvEvents.Close()
+	}
 }
 
 // Serve answers on ln until ctx ends, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer s.Close()
 	go s.rt.run(ctx)
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -89,7 +128,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // Start runs the engine clock until ctx ends, for callers that mount Handler
 // in their own http.Server (Serve does this itself).
-func (s *Server) Start(ctx context.Context) { go s.rt.run(ctx) }
+func (s *Server) Start(ctx context.Context) {
+	go func() {
+		s.rt.run(ctx)
+		s.Close()
+	}()
+}
 
 // Handler routes the vLLM API.
 func (s *Server) Handler() http.Handler {
@@ -104,6 +148,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, map[string]string{"version": "igw-modelsim"})
 	})
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.HandleFunc("POST /reset_prefix_cache", s.handleResetPrefixCache)
 	return mux
 }
 
@@ -393,4 +438,20 @@ func writeRawJSON(w http.ResponseWriter, body []byte) {
 func writeText(w http.ResponseWriter, s string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.WriteString(w, s)
+}
+
+// handleResetPrefixCache is vLLM's /reset_prefix_cache: cached blocks nobody
+// holds are dropped (AllBlocksCleared with KV events on). While requests
+// hold blocks nothing changes and the answer is 409, where vLLM logs a
+// warning.
+func (s *Server) handleResetPrefixCache(w http.ResponseWriter, _ *http.Request) {
+	s.rt.mu.Lock()
+	ok := s.rt.eng.ResetPrefixCache(max(s.rt.now(), s.rt.eng.Now()))
+	s.rt.mu.Unlock()
+	if !ok {
+		(&apiError{Status: http.StatusConflict, Type: "ConflictError",
+			Message: "the prefix cache cannot be reset while requests hold KV blocks"}).write(w)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
