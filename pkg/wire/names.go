@@ -122,3 +122,40 @@ const (
 	TritonKVCacheBlockFraction  = "fraction"
 	TritonKVCacheBlockTokensPer = "tokens_per"
 )
+
+// KV cache events: vLLM's tags and defaults the picker relies on, and the
+// picker's metrics about the streams it follows.
+const (
+	// KVEventsTopic is the topic the operator and the simulator publish on.
+	KVEventsTopic = "kv-events"
+	// KVEventsPort and KVEventsReplayPort are vLLM's documented defaults
+	// (endpoint tcp://*:5557, replay tcp://*:5558).
+	KVEventsPort       = 5557
+	KVEventsReplayPort = 5558
+
+	// EPPKVEventsStreamState is 1 for the state each pod's stream is in
+	// (labels endpoint, state: connecting, exact, resyncing, down).
+	EPPKVEventsStreamState = "igw_epp_kv_events_stream_state"
+	// EPPKVEventsBatches counts batches applied (label endpoint).
+	EPPKVEventsBatches = "igw_epp_kv_events_batches_total"
+	// EPPKVEventsBlocks counts block events (labels endpoint, kind: stored,
+	// removed, orphan, cleared).
+	EPPKVEventsBlocks = "igw_epp_kv_events_blocks_total"
+	// EPPKVEventsGaps counts sequence gaps (labels endpoint, outcome: seen,
+	// recovered, lost).
+	EPPKVEventsGaps = "igw_epp_kv_events_gaps_total"
+	// EPPKVEventsReplays counts replay requests and unanswered ones (labels
+	// endpoint, result: sent, timeout).
+	EPPKVEventsReplays = "igw_epp_kv_events_replays_total"
+	// EPPKVEventsDecodeErrors counts batches that could not be used (label endpoint).
+	EPPKVEventsDecodeErrors = "igw_epp_kv_events_decode_errors_total"
+	// EPPKVEventsPublisherRestarts counts sequences that began again (label endpoint).
+	EPPKVEventsPublisherRestarts = "igw_epp_kv_events_publisher_restarts_total"
+	// EPPKVEventsDisconnects counts lost connections (label endpoint).
+	EPPKVEventsDisconnects = "igw_epp_kv_events_disconnects_total"
+	// EPPKVEventsIndexBlocks is the number of distinct blocks in the exact index.
+	EPPKVEventsIndexBlocks = "igw_epp_kv_events_index_blocks"
+	// EPPKVEventsScores counts endpoint scores by source (label source:
+	// exact, approximate-stream, approximate-tokenizer).
+	EPPKVEventsScores = "igw_epp_kv_events_scores_total"
+)
