@@ -123,6 +123,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	if perr == nil {
 		req.Model, req.Adapter = p.picker.Resolve(parsed.Model, dec.BaseModel)
 		req.Prompt = parsed.Prompt
+		req.Body = body
 	}
 	pk, apiErr := p.picker.Pick(r.Context(), req, r.Header.Get(wire.HeaderDebug) == "1", p.now())
 	g.parsers.Put(parser) // req.Prompt shares the parser's memory: unused from here

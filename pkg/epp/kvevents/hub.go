@@ -90,6 +90,15 @@ func (h *Hub) Configure(cfg StreamConfig) {
 	h.syncLocked()
 }
 
+// Disable stops following pods (no scorer needs the events any more); a
+// later Configure resumes.
+func (h *Hub) Disable() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopAllLocked()
+	h.configured = false
+}
+
 // Configured reports whether a scorer configured the hub.
 func (h *Hub) Configured() bool {
 	h.mu.Lock()

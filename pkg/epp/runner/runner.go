@@ -28,10 +28,12 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
 	"github.com/igw-dev/igw/pkg/epp/server"
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
@@ -50,6 +52,9 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	ExtProc  *server.ExtProc
 	Watcher  *config.Watcher // nil without --config
+	// KVEvents follows the pods' KV cache events for a precise-prefix-cache
+	// scorer (idle when the configuration has none).
+	KVEvents *kvevents.Hub
 
 	sourceReady func() bool
 	runSource   func(context.Context) error
@@ -69,18 +74,24 @@ func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 	r.Store = datastore.NewStore(latency.DefaultPriors)
 	r.Director = director.New(r.Store, director.Options{Staleness: o.MetricsStaleness,
 		StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
+	r.KVEvents = kvevents.NewHub(log)
+	r.Metrics.Registry.MustRegister(r.KVEvents.Collector())
+	apply := func(p *director.Pipeline) {
+		preciseprefixcache.BindAll(p.Profile, r.KVEvents)
+		r.Director.SetPipeline(p)
+	}
 	reg := plugins.NewRegistry()
 	if o.ConfigFile == "" {
 		p, err := config.Load([]byte(config.Default), reg)
 		if err != nil {
 			return nil, fmt.Errorf("built-in configuration: %w", err)
 		}
-		r.Director.SetPipeline(p)
+		apply(p)
 		r.Metrics.ConfigValid.Set(1)
 		r.Metrics.ConfigLastReload.Set(float64(time.Now().Unix()))
 	} else {
 		r.Watcher = &config.Watcher{Path: o.ConfigFile, Interval: o.ConfigPollInterval, Registry: reg,
-			Apply: r.Director.SetPipeline, Log: log,
+			Apply: apply, Log: log,
 			OnLoad: func(err error, at time.Time) {
 				if err != nil {
 					r.Metrics.ConfigReloads.WithLabelValues("failure").Inc()
@@ -162,6 +173,9 @@ func (r *Runner) Ready() (bool, map[string]any) {
 // warm reports whether the picker could route if it led.
 func (r *Runner) warm() (bool, map[string]any) {
 	detail := map[string]any{"endpoints": r.Store.Len(), "sourceSynced": r.sourceReady()}
+	if r.KVEvents.Configured() {
+		detail["kvEvents"] = r.KVEvents.Detail() // informative: events never make the picker unready
+	}
 	ok := r.sourceReady() && r.Director.Pipeline() != nil
 	if r.Watcher != nil {
 		st := r.Watcher.Status()
@@ -278,6 +292,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 		start("config watcher", func() error { r.Watcher.Run(ctx); return nil })
 	}
 	start("readiness", func() error { r.reportHealth(ctx); return nil })
+	start("kv events", func() error { r.KVEvents.Run(ctx, r.kvEventEndpoints, time.Second); return nil })
 	if r.leadership != nil {
 		start("leader election", func() error {
 			r.leadership.run(ctx, func() bool { ok, _ := r.warm(); return ok })
@@ -310,6 +325,16 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	scancel()
 	wg.Wait()
 	return runErr
+}
+
+// kvEventEndpoints are the pods whose KV events to follow: every endpoint.
+func (r *Runner) kvEventEndpoints() []kvevents.Endpoint {
+	states := r.Store.Endpoints(nil)
+	out := make([]kvevents.Endpoint, len(states))
+	for i, st := range states {
+		out[i] = kvevents.Endpoint{Key: st.Key(), Host: st.Endpoint().Address}
+	}
+	return out
 }
 
 // updateHealth sets the gRPC health status and the leader gauge from Ready;

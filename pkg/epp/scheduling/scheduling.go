@@ -35,6 +35,13 @@ type Request struct {
 	Subset []string
 	// Headers are the request headers (lower-case names), for plugins that route on them.
 	Headers map[string]string
+	// Body is the OpenAI request body when the caller has it, valid during
+	// scheduling only: a scorer that tokenizes as the server does
+	// (precise-prefix-cache) renders a chat from its messages.
+	Body []byte
+	// TokenIDs are the prompt's token IDs when the caller knows them (the
+	// benchmark does); they spare tokenizing.
+	TokenIDs []uint32
 }
 
 // Plugin is anything the configuration can name.

@@ -261,6 +261,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 		}
 		req.Model, req.Adapter = s.Director.ResolveModel(parsed.Model, x.headers[wire.HeaderBaseModelName])
 		req.Prompt = parsed.Prompt
+		req.Body = body
 		x.stream = parsed.Stream
 	}
 	if p := x.headers[wire.HeaderPriority]; p != "" {
@@ -270,7 +271,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	}
 	start := s.now()
 	res, err := s.Director.Schedule(srv.Context(), req, x.debug, start)
-	req.Prompt = "" // it shares the scratch memory, which is about to be reused
+	req.Prompt, req.Body = "", nil // they share the scratch memory, which is about to be reused
 	if s.Metrics != nil {
 		s.Metrics.SchedulingDuration.Observe(s.now().Sub(start).Seconds())
 		s.Metrics.Decisions.WithLabelValues(res.Reason).Inc()

@@ -8,6 +8,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/loraaffinity"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/maxscore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/modelserved"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/predictedlatency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/prefixcache"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/queue"
@@ -29,6 +30,7 @@ func Register(r *scheduling.Registry) {
 	r.Register(labelselector.Type, labelselector.New)
 	r.Register(saturation.Type, saturation.New)
 	r.Register(modelserved.Type, modelserved.New)
+	r.Register(preciseprefixcache.Type, preciseprefixcache.New)
 }
 
 // NewRegistry returns a registry holding the built-in plugins.

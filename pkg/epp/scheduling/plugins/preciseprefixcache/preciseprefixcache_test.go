@@ -1,0 +1,131 @@
+package preciseprefixcache_test
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/kvevents"
+	"github.com/igw-dev/igw/pkg/epp/prefixindex"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
+)
+
+// bytes4 tokenizes as the simulator does (four bytes of text per token), so
+// that tests can build prompts and events alike without importing it.
+type bytes4 struct{}
+
+func (bytes4) AppendPromptTokens(dst []uint32, _ []byte, text string) ([]uint32, error) {
+	for i := 0; i < len(text); i += 4 {
+		var b [4]byte
+		copy(b[:], text[i:])
+		dst = append(dst, binary.LittleEndian.Uint32(b[:]))
+	}
+	return dst, nil
+}
+
+func init() { kvevents.RegisterTokenizer("test-bytes4", bytes4{}) }
+
+func newScorer(t testing.TB, params string) *preciseprefixcache.Scorer {
+	t.Helper()
+	p, err := preciseprefixcache.New("precise", scheduling.Parameters(params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.(*preciseprefixcache.Scorer)
+}
+
+// storedPrompt is the event a pod sends after computing the first n blocks
+// of tokens (engine hashes made up per pod, as real engines' differ).
+func storedPrompt(pod int, tokens []uint32, blocks int) []kvevents.Event {
+	hashes := make([]uint64, blocks)
+	for i := range hashes {
+		hashes[i] = uint64(pod)<<40 | uint64(tokens[0])<<8 | uint64(i)
+	}
+	return []kvevents.Event{{Kind: kvevents.BlockStored, Hashes: hashes, Tokens: tokens[:16*blocks], BlockSize: 16}}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, bad := range []string{
+		`{"eventsPort":0}`, `{"replayPort":5557}`, `{"blockSize":0}`, `{"minMatchTokens":0}`,
+		`{"resyncSeconds":0}`, `{"tokenizers":{"m":"no-such-tokenizer"}}`, `{"tokenizers":{"m":"hf:/nonexistent/tokenizer.json"}}`,
+		`{"unknown":1}`,
+	} {
+		if _, err := preciseprefixcache.New("p", scheduling.Parameters(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	_, err := preciseprefixcache.New("p", scheduling.Parameters(`{"tokenizers":{"m":"nope"}}`))
+	if err == nil || !strings.Contains(err.Error(), "test-bytes4") {
+		t.Errorf("an unknown tokenizer's error should list the registered ones: %v", err)
+	}
+	s := newScorer(t, `{"replayPort":0,"topic":"kv-events"}`)
+	if c := s.StreamConfig(); c.EventsPort != 5557 || c.ReplayPort != 0 || c.Topic != "kv-events" || c.BlockSize != 16 {
+		t.Errorf("stream config %+v", c)
+	}
+}
+
+// TestScoreExactAndFallback: exact pods score what they hold; a pod without
+// a stream is scored from the approximate index; a request that cannot be
+// tokenized is scored approximately everywhere.
+func TestScoreExactAndFallback(t *testing.T) {
+	s := newScorer(t, `{"minMatchTokens":32,"tokenizers":{"m":"test-bytes4"}}`)
+	hub := kvevents.NewHub(nil)
+	defer hub.Close()
+	prof := &scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}
+	if n := preciseprefixcache.BindAll(prof, hub); n != 1 || !hub.Configured() {
+		t.Fatalf("bound %d scorers", n)
+	}
+	prompt := strings.Repeat("abcdefghijklmnop", 64) // 256 tokens, 16 blocks
+	var toks []uint32
+	toks, _ = bytes4{}.AppendPromptTokens(toks, nil, prompt)
+	feed := hub.NewFeed(0)
+	now := time.Unix(100, 0)
+	feed.Publish("10.0.0.1:8000", now, storedPrompt(1, toks, 12)) // 192 of 256 tokens
+	feed.Publish("10.0.0.2:8000", now, storedPrompt(2, toks, 1))  // below minMatchTokens
+
+	approx := prefixindex.New(1000)
+	views := []datastore.View{{ID: 0, Key: "10.0.0.1:8000"}, {ID: 1, Key: "10.0.0.2:8000"}, {ID: 2, Key: "10.0.0.3:8000"}}
+	cands := []*datastore.View{&views[0], &views[1], &views[2]}
+	settings := scheduling.PrefixSettings{Index: approx, BlockTokens: 16, MaxBlocks: 256}
+	score := func(req *scheduling.Request) []float64 {
+		c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 1)))
+		c.Reset(req, now, settings)
+		out := make([]float64, len(cands))
+		s.Score(c, cands, out)
+		return out
+	}
+	// The approximate index believes pod 3 holds the prompt (it was sent there).
+	for _, model := range []string{"m", "unknown"} {
+		c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 1)))
+		c.Reset(&scheduling.Request{Model: model, Prompt: prompt}, now, settings)
+		c.RecordPick(2)
+	}
+
+	got := score(&scheduling.Request{Model: "m", Prompt: prompt})
+	if got[0] != 0.75 || got[1] != 0 || got[2] != 1 {
+		t.Fatalf("scores %v, want [0.75 0 1]: exact 192/256, exact below the minimum, approximate full", got)
+	}
+	if ids := score(&scheduling.Request{Model: "other", Prompt: "x", TokenIDs: toks}); ids[0] != 0.75 {
+		t.Fatalf("with token IDs given: %v", ids)
+	}
+	// No tokenizer for the model: every pod from the approximate index.
+	if got := score(&scheduling.Request{Model: "unknown", Prompt: prompt}); got[0] != 0 || got[2] != 1 {
+		t.Fatalf("untokenizable request: %v, want the approximate scores [0 0 1]", got)
+	}
+	// An adapter's blocks are another chain.
+	if got := score(&scheduling.Request{Model: "m", Adapter: "sql", Prompt: prompt}); got[0] != 0 {
+		t.Fatalf("adapter request matched base-model blocks: %v", got)
+	}
+	// Evicted blocks stop counting.
+	feed.Publish("10.0.0.1:8000", now, []kvevents.Event{{Kind: kvevents.BlockRemoved, Hashes: storedPrompt(1, toks, 12)[0].Hashes[4:]}})
+	if got := score(&scheduling.Request{Model: "m", Prompt: prompt}); got[0] != 0.25 {
+		t.Fatalf("after evicting blocks 4..11: %v, want 0.25", got)
+	}
+	if n := preciseprefixcache.BindAll(&scheduling.Profile{}, hub); n != 0 || hub.Configured() {
+		t.Fatal("a profile without the scorer left the hub configured")
+	}
+}
