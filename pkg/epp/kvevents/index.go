@@ -18,9 +18,9 @@ import (
 type Index struct {
 	mu        sync.RWMutex
 	blockSize int
-	byKey     map[uint64]uint32 // own key → entry
-	keys      []uint64          // entry → own key
-	bits      []uint64          // entry*words .. +words: the pods holding it
+	byKey     table[uint32] // own key → entry
+	keys      []uint64      // entry → own key
+	bits      []uint64      // entry*words .. +words: the pods holding it
 	words     int
 	free      []uint32
 	pods      []*podBlocks // by slot; nil when free
@@ -32,7 +32,7 @@ type Index struct {
 // the engine holds (vLLM may cache two blocks with one hash).
 type podBlocks struct {
 	key    string
-	engine map[uint64]held
+	engine table[uint64] // engine hash → held, packed
 	// exact is set while the pod's stream is complete: only then do its
 	// matches count (else the picker falls back to its approximate index).
 	exact atomic.Bool
@@ -40,9 +40,16 @@ type podBlocks struct {
 
 type held struct{ entry, copies uint32 }
 
+func (h held) pack() uint64 { return uint64(h.entry)<<32 | uint64(h.copies) }
+func unpack(v uint64) held  { return held{entry: uint32(v >> 32), copies: uint32(v)} }
+func (p *podBlocks) get(h uint64) (held, bool) {
+	v, ok := p.engine.Get(h)
+	return unpack(v), ok
+}
+
 // NewIndex returns an empty index for engines with blockSize-token blocks.
 func NewIndex(blockSize int) *Index {
-	return &Index{blockSize: blockSize, byKey: map[uint64]uint32{}, words: 1, slots: map[string]int32{}}
+	return &Index{blockSize: blockSize, words: 1, slots: map[string]int32{}}
 }
 
 // BlockSize is the block size in tokens the index keys requests with.
@@ -67,7 +74,7 @@ func (x *Index) slotLocked(pod string) int32 {
 		s = int32(len(x.pods))
 		x.pods = append(x.pods, nil)
 	}
-	x.pods[s] = &podBlocks{key: pod, engine: map[uint64]held{}}
+	x.pods[s] = &podBlocks{key: pod}
 	x.slots[pod] = s
 	if int(s) >= 64*x.words {
 		x.widen(x.words + 1)
@@ -118,14 +125,8 @@ func (x *Index) ClearPod(pod string) {
 
 func (x *Index) clearLocked(s int32) {
 	p := x.pods[s]
-	for _, h := range p.engine {
-		x.unset(h.entry, s)
-	}
-	if len(p.engine) > 1<<16 {
-		p.engine = map[uint64]held{} // give a large table's memory back
-	} else {
-		clear(p.engine)
-	}
+	p.engine.All(func(_ uint64, v uint64) { x.unset(unpack(v).entry, s) })
+	p.engine.Clear()
 }
 
 func (x *Index) unset(e uint32, s int32) {
@@ -136,12 +137,12 @@ func (x *Index) unset(e uint32, s int32) {
 			return
 		}
 	}
-	delete(x.byKey, x.keys[e])
+	x.byKey.Delete(x.keys[e])
 	x.free = append(x.free, e)
 }
 
 func (x *Index) entryFor(key uint64) uint32 {
-	if e, ok := x.byKey[key]; ok {
+	if e, ok := x.byKey.Get(key); ok {
 		return e
 	}
 	var e uint32
@@ -154,7 +155,7 @@ func (x *Index) entryFor(key uint64) uint32 {
 		x.keys = append(x.keys, key)
 		x.bits = append(x.bits, make([]uint64, x.words)...)
 	}
-	x.byKey[key] = e
+	x.byKey.Put(key, e)
 	return e
 }
 
@@ -193,7 +194,7 @@ func (x *Index) Apply(pod string, events []Event) Applied {
 			x.stored(s, p, ev, &a)
 		case BlockRemoved:
 			for _, h := range ev.Hashes {
-				hb, ok := p.engine[h]
+				hb, ok := p.get(h)
 				if !ok {
 					a.UnknownRemoved++
 					continue
@@ -201,10 +202,10 @@ func (x *Index) Apply(pod string, events []Event) Applied {
 				a.Removed++
 				if hb.copies > 1 {
 					hb.copies--
-					p.engine[h] = hb
+					p.engine.Put(h, hb.pack())
 					continue
 				}
-				delete(p.engine, h)
+				p.engine.Delete(h)
 				x.unset(hb.entry, s)
 			}
 		case AllBlocksCleared:
@@ -222,7 +223,7 @@ func (x *Index) stored(s int32, p *podBlocks, ev *Event, a *Applied) {
 	}
 	var prev uint64
 	if ev.HasParent {
-		ph, ok := p.engine[ev.Parent]
+		ph, ok := p.get(ev.Parent)
 		if !ok {
 			a.Orphans += len(ev.Hashes)
 			return
@@ -236,14 +237,14 @@ func (x *Index) stored(s int32, p *podBlocks, ev *Event, a *Applied) {
 		key := chainKey(prev, ev.Tokens[i*x.blockSize:(i+1)*x.blockSize])
 		prev = key
 		a.Stored++
-		if hb, ok := p.engine[h]; ok {
+		if hb, ok := p.get(h); ok {
 			hb.copies++
-			p.engine[h] = hb
+			p.engine.Put(h, hb.pack())
 			continue
 		}
 		e := x.entryFor(key)
 		x.bits[int(e)*x.words+word] |= mask
-		p.engine[h] = held{entry: e, copies: 1}
+		p.engine.Put(h, held{entry: e, copies: 1}.pack())
 	}
 }
 
@@ -277,7 +278,7 @@ func (x *Index) Match(keys []uint64, matched []int32) []int32 {
 		active = make([]uint64, 0, x.words)
 	}
 	for i, k := range keys {
-		e, ok := x.byKey[k]
+		e, ok := x.byKey.Get(k)
 		var row []uint64
 		if ok {
 			row = x.bits[int(e)*x.words : int(e+1)*x.words]
@@ -348,7 +349,7 @@ func (x *Index) Holds(pod string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if s, ok := x.slots[pod]; ok {
-		return len(x.pods[s].engine)
+		return x.pods[s].engine.Len()
 	}
 	return 0
 }
@@ -360,9 +361,7 @@ func (x *Index) PodKeys(pod string) map[uint64]int {
 	defer x.mu.RUnlock()
 	out := map[uint64]int{}
 	if s, ok := x.slots[pod]; ok {
-		for _, h := range x.pods[s].engine {
-			out[x.keys[h.entry]] += int(h.copies)
-		}
+		x.pods[s].engine.All(func(_ uint64, v uint64) { h := unpack(v); out[x.keys[h.entry]] += int(h.copies) })
 	}
 	return out
 }
@@ -373,9 +372,7 @@ func (x *Index) EngineHashes(pod string) map[uint64]int {
 	defer x.mu.RUnlock()
 	out := map[uint64]int{}
 	if s, ok := x.slots[pod]; ok {
-		for h, hb := range x.pods[s].engine {
-			out[h] = int(hb.copies)
-		}
+		x.pods[s].engine.All(func(h uint64, v uint64) { out[h] = int(unpack(v).copies) })
 	}
 	return out
 }
@@ -384,5 +381,5 @@ func (x *Index) EngineHashes(pod string) map[uint64]int {
 func (x *Index) Blocks() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.byKey)
+	return x.byKey.Len()
 }
