@@ -122,3 +122,45 @@ func BenchmarkIndexMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatchPrompt measures the exact lookup of an 8k-token prompt (512
+// blocks) that one pod holds whole and every pod holds its first 94 blocks
+// (a shared system prompt), among 16 and 128 pods holding 2k such prompts.
+func BenchmarkMatchPrompt(b *testing.B) {
+	for _, pods := range []int{16, 128} {
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
+			x := NewIndex(16)
+			names := make([]string, pods)
+			for p := range names {
+				names[p] = fmt.Sprintf("10.0.0.%d:8000", p)
+				x.SetExact(names[p], true)
+			}
+			system := tokens(94*16, 7)
+			prompts := make([][]uint32, 256)
+			for i := range prompts {
+				prompts[i] = append(append([]uint32{}, system...), tokens(8192-len(system), uint32(1e6+i*8192))...)
+				hashes := make([]uint64, 512)
+				for k := range hashes {
+					hashes[k] = uint64(i)<<16 | uint64(k)
+				}
+				x.Apply(names[i%pods], []Event{stored(hashes, nil, prompts[i], "")})
+				for p := range pods {
+					sys := make([]uint64, 94)
+					for k := range sys {
+						sys[k] = 1<<60 | uint64(p)<<16 | uint64(k)
+					}
+					x.Apply(names[p], []Event{stored(sys, nil, system, "")})
+				}
+			}
+			var out, scratch []int32
+			i := 0
+			for b.Loop() {
+				out, scratch = x.MatchPrompt(Seed(""), prompts[i%len(prompts)], 0, names, out, scratch)
+				i++
+			}
+			if out[(i-1)%len(prompts)%pods] != 512 {
+				b.Fatalf("matched %v", out)
+			}
+		})
+	}
+}

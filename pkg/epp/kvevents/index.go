@@ -8,48 +8,38 @@ import (
 )
 
 // Index is the exact record of which pod holds which KV block, built from the
-// pods' events. A block is one entry, named by its own key (see Seed), with a
-// bitmap of the pods holding it; each pod maps the engine's hashes to entries,
-// so removals and parents in later events find their block. Entries, bitmaps
-// and maps hold no pointers: the garbage collector does not scan them.
+// pods' events. A block is named by its own key (see Seed) and carries a
+// bitmap of the pods holding it; each pod maps the engine's hashes to own
+// keys, so removals and parents in later events find their block. Tables
+// hold no pointers: the garbage collector does not scan them.
 //
 // Safe for concurrent use: events are applied under the write lock, lookups
 // share the read lock.
 type Index struct {
 	mu        sync.RWMutex
 	blockSize int
-	byKey     table[uint32] // own key → entry
-	keys      []uint64      // entry → own key
-	bits      []uint64      // entry*words .. +words: the pods holding it
-	words     int
-	free      []uint32
+	blocks    blockTable
 	pods      []*podBlocks // by slot; nil when free
 	slots     map[string]int32
 	freeSlots []int32
 }
 
-// podBlocks is one pod's view: engine hash → the block and how many copies
-// the engine holds (vLLM may cache two blocks with one hash).
+// podBlocks is one pod's view: engine hash → own key, and the extra copies
+// of blocks the engine holds twice (vLLM may cache two blocks with one hash).
 type podBlocks struct {
 	key    string
-	engine table[uint64] // engine hash → held, packed
+	engine table[uint64]
+	copies map[uint64]uint32
 	// exact is set while the pod's stream is complete: only then do its
 	// matches count (else the picker falls back to its approximate index).
 	exact atomic.Bool
 }
 
-type held struct{ entry, copies uint32 }
-
-func (h held) pack() uint64 { return uint64(h.entry)<<32 | uint64(h.copies) }
-func unpack(v uint64) held  { return held{entry: uint32(v >> 32), copies: uint32(v)} }
-func (p *podBlocks) get(h uint64) (held, bool) {
-	v, ok := p.engine.Get(h)
-	return unpack(v), ok
-}
-
 // NewIndex returns an empty index for engines with blockSize-token blocks.
 func NewIndex(blockSize int) *Index {
-	return &Index{blockSize: blockSize, words: 1, slots: map[string]int32{}}
+	x := &Index{blockSize: blockSize, slots: map[string]int32{}}
+	x.blocks.words = 1
+	return x
 }
 
 // BlockSize is the block size in tokens the index keys requests with.
@@ -76,19 +66,8 @@ func (x *Index) slotLocked(pod string) int32 {
 	}
 	x.pods[s] = &podBlocks{key: pod}
 	x.slots[pod] = s
-	if int(s) >= 64*x.words {
-		x.widen(x.words + 1)
-	}
+	x.blocks.widen(int(s)/64 + 1)
 	return s
-}
-
-// widen gives every entry's bitmap w words.
-func (x *Index) widen(w int) {
-	nb := make([]uint64, len(x.keys)*w)
-	for e := range x.keys {
-		copy(nb[e*w:], x.bits[e*x.words:(e+1)*x.words])
-	}
-	x.bits, x.words = nb, w
 }
 
 // SlotOf returns the pod's slot, if it has one.
@@ -125,38 +104,9 @@ func (x *Index) ClearPod(pod string) {
 
 func (x *Index) clearLocked(s int32) {
 	p := x.pods[s]
-	p.engine.All(func(_ uint64, v uint64) { x.unset(unpack(v).entry, s) })
+	p.engine.All(func(_ uint64, key uint64) { x.blocks.unset(key, s) })
 	p.engine.Clear()
-}
-
-func (x *Index) unset(e uint32, s int32) {
-	row := x.bits[int(e)*x.words : int(e+1)*x.words]
-	row[s/64] &^= 1 << (s % 64)
-	for _, w := range row {
-		if w != 0 {
-			return
-		}
-	}
-	x.byKey.Delete(x.keys[e])
-	x.free = append(x.free, e)
-}
-
-func (x *Index) entryFor(key uint64) uint32 {
-	if e, ok := x.byKey.Get(key); ok {
-		return e
-	}
-	var e uint32
-	if n := len(x.free); n > 0 {
-		e = x.free[n-1]
-		x.free = x.free[:n-1]
-		x.keys[e] = key
-	} else {
-		e = uint32(len(x.keys))
-		x.keys = append(x.keys, key)
-		x.bits = append(x.bits, make([]uint64, x.words)...)
-	}
-	x.byKey.Put(key, e)
-	return e
+	p.copies = nil
 }
 
 // Applied counts what one batch did to a pod's blocks.
@@ -194,19 +144,22 @@ func (x *Index) Apply(pod string, events []Event) Applied {
 			x.stored(s, p, ev, &a)
 		case BlockRemoved:
 			for _, h := range ev.Hashes {
-				hb, ok := p.get(h)
+				key, ok := p.engine.Get(h)
 				if !ok {
 					a.UnknownRemoved++
 					continue
 				}
 				a.Removed++
-				if hb.copies > 1 {
-					hb.copies--
-					p.engine.Put(h, hb.pack())
+				if c := p.copies[h]; c > 0 {
+					if c == 1 {
+						delete(p.copies, h)
+					} else {
+						p.copies[h] = c - 1
+					}
 					continue
 				}
 				p.engine.Delete(h)
-				x.unset(hb.entry, s)
+				x.blocks.unset(key, s)
 			}
 		case AllBlocksCleared:
 			x.clearLocked(s)
@@ -223,28 +176,28 @@ func (x *Index) stored(s int32, p *podBlocks, ev *Event, a *Applied) {
 	}
 	var prev uint64
 	if ev.HasParent {
-		ph, ok := p.get(ev.Parent)
+		key, ok := p.engine.Get(ev.Parent)
 		if !ok {
 			a.Orphans += len(ev.Hashes)
 			return
 		}
-		prev = x.keys[ph.entry]
+		prev = key
 	} else {
 		prev = eventSeed(ev)
 	}
-	word, mask := int(s/64), uint64(1)<<(s%64)
 	for i, h := range ev.Hashes {
 		key := chainKey(prev, ev.Tokens[i*x.blockSize:(i+1)*x.blockSize])
 		prev = key
 		a.Stored++
-		if hb, ok := p.get(h); ok {
-			hb.copies++
-			p.engine.Put(h, hb.pack())
+		if _, ok := p.engine.Get(h); ok {
+			if p.copies == nil {
+				p.copies = map[uint64]uint32{}
+			}
+			p.copies[h]++
 			continue
 		}
-		e := x.entryFor(key)
-		x.bits[int(e)*x.words+word] |= mask
-		p.engine.Put(h, held{entry: e, copies: 1}.pack())
+		x.blocks.set(key, s)
+		p.engine.Put(h, key)
 	}
 }
 
@@ -263,52 +216,71 @@ func eventSeed(ev *Event) uint64 {
 func (x *Index) Match(keys []uint64, matched []int32) []int32 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	n := len(x.pods)
-	if cap(matched) < n {
-		matched = make([]int32, n)
+	return x.matchLocked(len(keys), func(i int, _ uint64) uint64 { return keys[i] }, matched)
+}
+
+// matchLocked walks n blocks whose keys key gives (from the previous key),
+// until no pod holds the next one: a prompt nobody holds costs a few
+// lookups. Keys are looked up a chunk at a time, so that the loads of a
+// chunk (independent of each other) overlap in the CPU.
+func (x *Index) matchLocked(n int, key func(i int, prev uint64) uint64, matched []int32) []int32 {
+	pods := len(x.pods)
+	if cap(matched) < pods {
+		matched = make([]int32, pods)
 	}
-	matched = matched[:n]
+	matched = matched[:pods]
 	clear(matched)
-	if len(keys) == 0 {
+	if n == 0 {
 		return matched
 	}
 	var small [4]uint64
 	active := small[:0]
-	if x.words > len(small) {
-		active = make([]uint64, 0, x.words)
+	if x.blocks.words > len(small) {
+		active = make([]uint64, 0, x.blocks.words)
 	}
-	for i, k := range keys {
-		e, ok := x.byKey.Get(k)
-		var row []uint64
-		if ok {
-			row = x.bits[int(e)*x.words : int(e+1)*x.words]
+	const chunk = 16
+	var keys [chunk]uint64
+	var rows [chunk][]uint64
+	var k uint64
+	for base := 0; base < n; base += chunk {
+		m := min(chunk, n-base)
+		for j := range m {
+			k = key(base+j, k)
+			keys[j] = k
 		}
-		if i == 0 {
-			if !ok {
+		for j := range m {
+			rows[j], _ = x.blocks.row(keys[j])
+		}
+		for j := range m {
+			i := base + j
+			row := rows[j]
+			if i == 0 {
+				if row == nil {
+					return matched
+				}
+				active = append(active, row...)
+				continue
+			}
+			any := uint64(0)
+			for w := range active {
+				var r uint64
+				if row != nil {
+					r = row[w]
+				}
+				for gone := active[w] &^ r; gone != 0; gone &= gone - 1 {
+					matched[w*64+bits.TrailingZeros64(gone)] = int32(i)
+				}
+				active[w] &= r
+				any |= active[w]
+			}
+			if any == 0 {
 				return matched
 			}
-			active = append(active, row...)
-			continue
-		}
-		any := uint64(0)
-		for w := range active {
-			var r uint64
-			if ok {
-				r = row[w]
-			}
-			for gone := active[w] &^ r; gone != 0; gone &= gone - 1 {
-				matched[w*64+bits.TrailingZeros64(gone)] = int32(i)
-			}
-			active[w] &= r
-			any |= active[w]
-		}
-		if any == 0 {
-			return matched
 		}
 	}
 	for w, a := range active {
 		for ; a != 0; a &= a - 1 {
-			matched[w*64+bits.TrailingZeros64(a)] = int32(len(keys))
+			matched[w*64+bits.TrailingZeros64(a)] = int32(n)
 		}
 	}
 	return matched
@@ -322,26 +294,52 @@ func (x *Index) SetExact(pod string, exact bool) {
 	x.pods[x.slotLocked(pod)].exact.Store(exact)
 }
 
-// MatchPods writes into out, for each of pods, how many of keys' leading
-// blocks it holds, or -1 for a pod whose blocks are not known exactly (no
-// stream, or a stream with a gap); scratch is reused between calls.
-func (x *Index) MatchPods(keys []uint64, pods []string, out []int32, scratch []int32) ([]int32, []int32) {
-	scratch = x.Match(keys, scratch)
-	out = out[:0]
+// MatchPrompt writes into out, for each of pods, how many leading blocks of
+// tokens (keyed from seed, at most maxBlocks) it holds, or -1 for a pod whose
+// blocks are not known exactly (no stream, or a stream with a gap). Keys are
+// computed as the walk needs them. bySlot is scratch, reused between calls.
+func (x *Index) MatchPrompt(seed uint64, tokens []uint32, maxBlocks int, pods []string, out, bySlot []int32) ([]int32, []int32) {
+	n := len(tokens) / x.blockSize
+	if maxBlocks > 0 {
+		n = min(n, maxBlocks)
+	}
+	bs := x.blockSize
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for _, pod := range pods {
-		s, ok := x.slots[pod]
-		switch {
-		case !ok || !x.pods[s].exact.Load():
+	bySlot = x.matchLocked(n, func(i int, prev uint64) uint64 {
+		if i == 0 {
+			prev = seed
+		}
+		return chainKey(prev, tokens[i*bs:(i+1)*bs])
+	}, bySlot)
+	return x.podsLocked(pods, bySlot, out[:0]), bySlot
+}
+
+// MatchPods is MatchPrompt for keys already computed.
+func (x *Index) MatchPods(keys []uint64, pods []string, out, bySlot []int32) ([]int32, []int32) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	bySlot = x.matchLocked(len(keys), func(i int, _ uint64) uint64 { return keys[i] }, bySlot)
+	return x.podsLocked(pods, bySlot, out[:0]), bySlot
+}
+
+func (x *Index) podsLocked(pods []string, bySlot, out []int32) []int32 {
+	for i, pod := range pods {
+		// Candidates usually come in the same order as the slots were
+		// made: try the slot of the candidate's position before the map.
+		s := int32(-1)
+		if i < len(x.pods) && x.pods[i] != nil && x.pods[i].key == pod {
+			s = int32(i)
+		} else if t, ok := x.slots[pod]; ok {
+			s = t
+		}
+		if s >= 0 && x.pods[s].exact.Load() {
+			out = append(out, bySlot[s])
+		} else {
 			out = append(out, -1)
-		case int(s) < len(scratch):
-			out = append(out, scratch[s])
-		default: // added since Match
-			out = append(out, 0)
 		}
 	}
-	return out, scratch
+	return out
 }
 
 // Holds reports how many blocks the pod holds (distinct engine hashes).
@@ -354,14 +352,15 @@ func (x *Index) Holds(pod string) int {
 	return 0
 }
 
-// PodKeys returns the own keys of the blocks the pod holds, for tests and
-// diagnostics.
+// PodKeys returns the own keys of the blocks the pod holds, with copies, for
+// tests and diagnostics.
 func (x *Index) PodKeys(pod string) map[uint64]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := map[uint64]int{}
 	if s, ok := x.slots[pod]; ok {
-		x.pods[s].engine.All(func(_ uint64, v uint64) { h := unpack(v); out[x.keys[h.entry]] += int(h.copies) })
+		p := x.pods[s]
+		p.engine.All(func(h, key uint64) { out[key] += 1 + int(p.copies[h]) })
 	}
 	return out
 }
@@ -372,7 +371,8 @@ func (x *Index) EngineHashes(pod string) map[uint64]int {
 	defer x.mu.RUnlock()
 	out := map[uint64]int{}
 	if s, ok := x.slots[pod]; ok {
-		x.pods[s].engine.All(func(h uint64, v uint64) { out[h] = int(unpack(v).copies) })
+		p := x.pods[s]
+		p.engine.All(func(h, _ uint64) { out[h] = 1 + int(p.copies[h]) })
 	}
 	return out
 }
@@ -381,5 +381,5 @@ func (x *Index) EngineHashes(pod string) map[uint64]int {
 func (x *Index) Blocks() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.byKey.Len()
+	return x.blocks.n
 }

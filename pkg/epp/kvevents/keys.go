@@ -1,7 +1,7 @@
 package kvevents
 
 import (
-	"encoding/binary"
+	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -17,20 +17,37 @@ import (
 // Seed is the key chain's seed for an adapter ("" for the base model).
 func Seed(adapter string) uint64 { return xxhash.Sum64String("igw/kv-block/" + adapter) }
 
-// chainKey is the key of a block given its parent's key (or the seed).
+// chainKey is the key of a block given its parent's key (or the seed): a
+// multiply-fold hash (as wyhash's) of the token IDs, four at a time, into
+// the parent's key. The parent is folded back in after every step, so no
+// token value can erase the prefix the key stands for.
 func chainKey(prev uint64, block []uint32) uint64 {
-	var buf [256]byte
-	var d xxhash.Digest
-	d.ResetWithSeed(prev)
-	for len(block) > 0 {
-		n := min(len(block), len(buf)/4)
-		for i, t := range block[:n] {
-			binary.LittleEndian.PutUint32(buf[4*i:], t)
-		}
-		_, _ = d.Write(buf[:4*n])
-		block = block[n:]
+	const k1, k2, k3 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	h := prev
+	i := 0
+	for ; i+4 <= len(block); i += 4 {
+		a := uint64(block[i]) | uint64(block[i+1])<<32
+		b := uint64(block[i+2]) | uint64(block[i+3])<<32
+		h = mum(a^k1^h, b^k2) ^ bits.RotateLeft64(h, 29)
 	}
-	return d.Sum64()
+	for ; i < len(block); i++ {
+		h = mum(uint64(block[i])^k1^h, k2) ^ bits.RotateLeft64(h, 29)
+	}
+	return nonZero(mum(h^k3, uint64(len(block))^k1))
+}
+
+// mum folds the 128-bit product of a and b.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// nonZero keeps 0 free as the index tables' empty-slot marker.
+func nonZero(k uint64) uint64 {
+	if k == 0 {
+		return 1
+	}
+	return k
 }
 
 // AppendBlockKeys appends the keys of tokens' full blocks of blockSize to

@@ -1,19 +1,24 @@
 package kvevents
 
-import "math/bits"
-
 // table is an open-addressing hash table from uint64 keys to V: linear
 // probing, and deletion by shifting the following entries back, so that a
 // cache's constant churn (a block stored for every one evicted) leaves no
-// tombstones to lengthen probes, as Go's maps do under such churn. Keys and
-// values live in two flat arrays without pointers (12 bytes a slot for
-// uint32 values), at most 3/4 full.
+// tombstones to lengthen probes, as Go's maps do under such churn. A slot
+// holds its key and value side by side (one cache line per probe, and no
+// pointers for the garbage collector to scan); key 0 marks an empty slot, so
+// the key 0 itself is kept aside. At most 3/4 full.
 type table[V uint32 | uint64] struct {
-	keys []uint64
-	vals []V
-	used []uint64 // bitmap of occupied slots
-	n    int
-	mask uint64
+	slots []slot[V]
+	n     int
+	mask  uint64
+	// zero holds key 0's value when hasZero.
+	zero    V
+	hasZero bool
+}
+
+type slot[V uint32 | uint64] struct {
+	key uint64
+	val V
 }
 
 // mix spreads a key's bits (the splitmix64 finalizer): engine hashes need
@@ -26,91 +31,116 @@ func mix(k uint64) uint64 {
 	return k ^ k>>31
 }
 
-func (t *table[V]) occupied(i uint64) bool { return t.used[i>>6]&(1<<(i&63)) != 0 }
-
 // Len is the number of entries.
-func (t *table[V]) Len() int { return t.n }
+func (t *table[V]) Len() int {
+	if t.hasZero {
+		return t.n + 1
+	}
+	return t.n
+}
 
 // Get returns the value of k.
 func (t *table[V]) Get(k uint64) (V, bool) {
+	if k == 0 {
+		return t.zero, t.hasZero
+	}
 	if t.n == 0 {
 		return 0, false
 	}
-	for i := mix(k) & t.mask; t.occupied(i); i = (i + 1) & t.mask {
-		if t.keys[i] == k {
-			return t.vals[i], true
+	for i := mix(k) & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.key == k {
+			return s.val, true
+		}
+		if s.key == 0 {
+			return 0, false
 		}
 	}
-	return 0, false
 }
 
 // Put sets k's value.
 func (t *table[V]) Put(k uint64, v V) {
-	if 4*(t.n+1) > 3*len(t.keys) {
+	if k == 0 {
+		t.zero, t.hasZero = v, true
+		return
+	}
+	if 4*(t.n+1) > 3*len(t.slots) {
 		t.grow()
 	}
 	i := mix(k) & t.mask
-	for ; t.occupied(i); i = (i + 1) & t.mask {
-		if t.keys[i] == k {
-			t.vals[i] = v
+	for ; t.slots[i].key != 0; i = (i + 1) & t.mask {
+		if t.slots[i].key == k {
+			t.slots[i].val = v
 			return
 		}
 	}
-	t.keys[i], t.vals[i] = k, v
-	t.used[i>>6] |= 1 << (i & 63)
+	t.slots[i] = slot[V]{k, v}
 	t.n++
 }
 
 // Delete removes k, shifting later entries of its probe run back.
 func (t *table[V]) Delete(k uint64) bool {
+	if k == 0 {
+		had := t.hasZero
+		t.zero, t.hasZero = 0, false
+		return had
+	}
 	if t.n == 0 {
 		return false
 	}
 	i := mix(k) & t.mask
 	for ; ; i = (i + 1) & t.mask {
-		if !t.occupied(i) {
+		switch t.slots[i].key {
+		case 0:
 			return false
+		case k:
+		default:
+			continue
 		}
-		if t.keys[i] == k {
-			break
-		}
+		break
 	}
-	for j := (i + 1) & t.mask; t.occupied(j); j = (j + 1) & t.mask {
-		home := mix(t.keys[j]) & t.mask
+	for j := (i + 1) & t.mask; t.slots[j].key != 0; j = (j + 1) & t.mask {
+		home := mix(t.slots[j].key) & t.mask
 		// Move j back to the hole at i unless its home lies in (i, j].
 		if (j-home)&t.mask >= (j-i)&t.mask {
-			t.keys[i], t.vals[i] = t.keys[j], t.vals[j]
+			t.slots[i] = t.slots[j]
 			i = j
 		}
 	}
-	t.used[i>>6] &^= 1 << (i & 63)
+	t.slots[i] = slot[V]{}
 	t.n--
 	return true
 }
 
 // Clear removes every entry; a large table's memory is given back.
 func (t *table[V]) Clear() {
-	if len(t.keys) > 1<<16 {
+	if len(t.slots) > 1<<16 {
 		*t = table[V]{}
 		return
 	}
-	clear(t.used)
-	t.n = 0
+	clear(t.slots)
+	t.n, t.zero, t.hasZero = 0, 0, false
 }
 
 // All calls f for every entry (f must not change the table).
 func (t *table[V]) All(f func(k uint64, v V)) {
-	for w, word := range t.used {
-		for ; word != 0; word &= word - 1 {
-			i := uint64(w)<<6 | uint64(bits.TrailingZeros64(word))
-			f(t.keys[i], t.vals[i])
+	if t.hasZero {
+		f(0, t.zero)
+	}
+	for _, s := range t.slots {
+		if s.key != 0 {
+			f(s.key, s.val)
 		}
 	}
 }
 
 func (t *table[V]) grow() {
-	size := max(16, 2*len(t.keys))
-	old := *t
-	*t = table[V]{keys: make([]uint64, size), vals: make([]V, size), used: make([]uint64, (size+63)/64), mask: uint64(size - 1)}
-	old.All(func(k uint64, v V) { t.Put(k, v) })
+	size := max(16, 2*len(t.slots))
+	old := t.slots
+	t.slots, t.mask, t.n = make([]slot[V], size), uint64(size-1), 0
+	for _, s := range old {
+		if s.key != 0 {
+			t.Put(s.key, s.val)
+		}
+	}
 }

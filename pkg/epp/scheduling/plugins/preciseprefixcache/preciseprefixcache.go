@@ -198,7 +198,6 @@ func BindAll(prof *scheduling.Profile, h *kvevents.Hub) int {
 
 type scratch struct {
 	tokens  []uint32
-	keys    []uint64
 	pods    []string
 	matched []int32
 	bySlot  []int32
@@ -265,12 +264,10 @@ func (s *Scorer) exactMatches(c *scheduling.Cycle, hub *kvevents.Hub, cands []*d
 			return false
 		}
 	}
-	idx := hub.Index()
-	sc.keys = kvevents.AppendBlockKeys(sc.keys[:0], kvevents.Seed(req.Adapter), sc.tokens, idx.BlockSize(), s.maxBlocks)
 	sc.pods = sc.pods[:0]
 	for _, v := range cands {
 		sc.pods = append(sc.pods, v.Key)
 	}
-	sc.matched, sc.bySlot = idx.MatchPods(sc.keys, sc.pods, sc.matched, sc.bySlot)
+	sc.matched, sc.bySlot = hub.Index().MatchPrompt(kvevents.Seed(req.Adapter), sc.tokens, s.maxBlocks, sc.pods, sc.matched, sc.bySlot)
 	return true
 }

@@ -19,7 +19,11 @@ import (
 type bytes4 struct{}
 
 func (bytes4) AppendPromptTokens(dst []uint32, _ []byte, text string) ([]uint32, error) {
-	for i := 0; i < len(text); i += 4 {
+	full := len(text) / 4 * 4
+	for i := 0; i < full; i += 4 {
+		dst = append(dst, uint32(text[i])|uint32(text[i+1])<<8|uint32(text[i+2])<<16|uint32(text[i+3])<<24)
+	}
+	for i := full; i < len(text); i += 4 {
 		var b [4]byte
 		copy(b[:], text[i:])
 		dst = append(dst, binary.LittleEndian.Uint32(b[:]))
