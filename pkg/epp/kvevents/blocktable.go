@@ -109,4 +109,3 @@ func (t *blockTable) widen(w int) {
 	}
 	t.resize(size, w)
 }
-
