@@ -288,3 +288,15 @@ func (e *Engine) ResetPrefixCache(now time.Duration) bool {
 	}
 	return true
 }
+
+// CachedBlockHashes appends the vLLM hash of every block in the prefix cache
+// (KV events on; nothing otherwise): what a subscriber's index should hold.
+func (e *Engine) CachedBlockHashes(dst []BlockHash) []BlockHash {
+	if e.kv.events == nil {
+		return dst
+	}
+	for _, b := range e.kv.index {
+		dst = append(dst, e.kv.events.ext[b])
+	}
+	return dst
+}

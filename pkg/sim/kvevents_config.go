@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -35,6 +36,10 @@ type KVEventsConfig struct {
 	// NONE_HASH, as vLLM without the variable). Not a JSON key either.
 	HashSeed    string `json:"-"`
 	HashSeedSet bool   `json:"-"`
+	// DropSequences are batches the PUB socket does not send (they stay in
+	// the replay buffer): lost messages on demand, for tests of gap recovery.
+	// The --kv-events-drop flag.
+	DropSequences []uint64 `json:"-"`
 }
 
 // vLLM's defaults.
@@ -112,7 +117,7 @@ func (f *kvEventsFlag) Set(v string) error {
 	if err != nil {
 		return err
 	}
-	c.IntBlockHashes, c.HashSeed, c.HashSeedSet = f.cfg.IntBlockHashes, f.cfg.HashSeed, f.cfg.HashSeedSet
+	c.IntBlockHashes, c.HashSeed, c.HashSeedSet, c.DropSequences = f.cfg.IntBlockHashes, f.cfg.HashSeed, f.cfg.HashSeedSet, f.cfg.DropSequences
 	*f.cfg, f.raw = c, strings.TrimSpace(v)
 	return nil
 }
@@ -132,5 +137,34 @@ func (c *KVEventsConfig) KVEventsFromEnv(lookup func(string) (string, bool)) err
 		}
 	}
 	c.HashSeed, c.HashSeedSet = lookup("PYTHONHASHSEED")
+	return nil
+}
+
+// dropFlag is the flag.Value of --kv-events-drop: sequence numbers,
+// comma-separated.
+type dropFlag struct{ cfg *KVEventsConfig }
+
+func (f dropFlag) String() string {
+	if f.cfg == nil {
+		return ""
+	}
+	parts := make([]string, len(f.cfg.DropSequences))
+	for i, s := range f.cfg.DropSequences {
+		parts[i] = strconv.FormatUint(s, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f dropFlag) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(part, 10, 64)
+		if err != nil {
+			return fmt.Errorf("--kv-events-drop: %q is not a sequence number", part)
+		}
+		f.cfg.DropSequences = append(f.cfg.DropSequences, n)
+	}
 	return nil
 }

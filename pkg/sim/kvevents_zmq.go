@@ -103,6 +103,8 @@ type KVEventPublisher struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
+	drop map[uint64]bool
+
 	mu     sync.Mutex // guards buffer and next
 	buffer []sentBatch
 	first  int // index of the oldest batch in buffer (a ring once full)
@@ -120,7 +122,10 @@ type sentBatch struct {
 func NewKVEventPublisher(cfg KVEventsConfig, host string, clock func(time.Duration) time.Time) (*KVEventPublisher, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &KVEventPublisher{cfg: cfg, clock: clock, queue: make(chan []byte, cfg.MaxQueueSize),
-		done: make(chan struct{}), cancel: cancel}
+		done: make(chan struct{}), cancel: cancel, drop: map[uint64]bool{}}
+	for _, seq := range cfg.DropSequences {
+		p.drop[seq] = true
+	}
 	p.pub = zmq4.NewPub(ctx, zmq4.WithLogger(discardLogger()))
 	if cfg.HWM > 0 {
 		_ = p.pub.SetOption(zmq4.OptionHWM, cfg.HWM)
@@ -213,7 +218,9 @@ func (p *KVEventPublisher) run() {
 		p.next++
 		p.remember(seq, payload)
 		p.mu.Unlock()
-		_ = p.pub.Send(zmq4.NewMsgFrom(topic, seqBytes(seq), payload))
+		if !p.drop[seq] {
+			_ = p.pub.Send(zmq4.NewMsgFrom(topic, seqBytes(seq), payload))
+		}
 	}
 }
 

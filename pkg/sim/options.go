@@ -79,6 +79,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", o.EnablePromptTokensDetails, "report cached prompt tokens in usage")
 	fs.Var(&kvEventsFlag{cfg: &o.KVEvents}, "kv-events-config",
 		`publish KV cache events as vLLM, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558","topic":"kv-events"}' ("*" binds --host)`)
+	fs.Var(dropFlag{&o.KVEvents}, "kv-events-drop", "KV event sequence numbers not to send (still replayable), comma-separated: lost messages for tests")
 }
 
 // Validate reports every invalid option in one error.

@@ -149,6 +149,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /reset_prefix_cache", s.handleResetPrefixCache)
+	mux.HandleFunc("GET /debug/kv_blocks", s.handleKVBlocks)
 	return mux
 }
 
@@ -454,4 +455,23 @@ func (s *Server) handleResetPrefixCache(w http.ResponseWriter, _ *http.Request) 
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// handleKVBlocks lists the prefix cache's blocks by the integer form of their
+// vLLM hash, for tests that hold a subscriber's index to the cache (404 with
+// KV events off). Not a vLLM endpoint.
+func (s *Server) handleKVBlocks(w http.ResponseWriter, _ *http.Request) {
+	if s.kvEvents == nil {
+		(&apiError{Status: http.StatusNotFound, Type: "NotFoundError", Message: "KV events are off (--kv-events-config)"}).write(w)
+		return
+	}
+	s.rt.mu.Lock()
+	s.rt.advanceLocked(s.rt.now())
+	hashes := s.rt.eng.CachedBlockHashes(nil)
+	s.rt.mu.Unlock()
+	ints := make([]uint64, len(hashes))
+	for i, h := range hashes {
+		ints[i] = h.Int()
+	}
+	writeJSON(w, map[string]any{"block_hashes": ints, "next_sequence": s.kvEvents.Sequence()})
 }

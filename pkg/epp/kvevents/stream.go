@@ -66,6 +66,9 @@ const (
 	maxPending = 1 << 14
 	// maxReplayRounds bounds the replays one gap may take.
 	maxReplayRounds = 3
+	// recentBatches is how many applied batches are remembered to recognise
+	// live duplicates of replayed ones.
+	recentBatches = 1024
 )
 
 // WithDefaults fills zero durations and sizes.
@@ -144,8 +147,11 @@ type stream struct {
 	rounds    int
 	gapOpen   bool
 	lastLive  time.Time
-	// lastSum identifies the last applied batch's payload.
+	// lastSum identifies the last applied batch's payload; recent remembers
+	// the payloads of the last recentBatches applied, so that a live batch a
+	// replay already applied is known for a duplicate, not a restart.
 	lastSum uint64
+	recent  [recentBatches]struct{ seq, sum uint64 }
 
 	mu     sync.Mutex
 	state  State
@@ -258,6 +264,11 @@ func (s *stream) live(m message, now time.Time) (uint64, bool) {
 		s.counted(func(c *Counters) { c.Gaps++ })
 		s.gapOpen = true
 	default:
+		if s.seen(m) {
+			// The replay delivered it first: the live stream lags the
+			// replay socket, both carry the batch.
+			return 0, false
+		}
 		s.restarted(now)
 	}
 	s.hold(m)
@@ -281,6 +292,7 @@ func (s *stream) restarted(now time.Time) {
 	s.counted(func(c *Counters) { c.Restarts++ })
 	s.idx.ClearPod(s.pod)
 	s.next, s.known = 0, true
+	s.recent = [recentBatches]struct{ seq, sum uint64 }{}
 	if s.stateNow() == StateExact {
 		s.setState(StateConnecting, "the publisher restarted: waiting for its replay from sequence 0", now)
 	}
@@ -378,9 +390,16 @@ func (s *stream) lose(reason string, now time.Time) {
 	s.setState(StateResyncing, reason, now)
 }
 
+// seen reports whether m is a batch applied recently (same sequence, same bytes).
+func (s *stream) seen(m message) bool {
+	r := s.recent[m.seq%recentBatches]
+	return r.seq == m.seq && r.sum == xxhashSum(m.payload) && r.sum != 0
+}
+
 func (s *stream) apply(m message, now time.Time) {
 	s.next = m.seq + 1
 	s.lastSum = xxhashSum(m.payload)
+	s.recent[m.seq%recentBatches] = struct{ seq, sum uint64 }{m.seq, s.lastSum}
 	batch, err := s.dec.Decode(m.payload)
 	if err != nil {
 		s.counted(func(c *Counters) { c.DecodeErrors++ })

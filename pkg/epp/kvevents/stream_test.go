@@ -192,3 +192,30 @@ func TestStreamWithoutReplay(t *testing.T) {
 	s2.live(pub.publish(), now)
 	expect(t, s2, StateResyncing, 1, "subscribed mid-stream")
 }
+
+// TestStreamLiveBehindReplay: a replay can deliver batches that are still on
+// their way over the live socket; when they arrive they are duplicates, not
+// a restarted publisher.
+func TestStreamLiveBehindReplay(t *testing.T) {
+	s, _, now := newTestStream(true)
+	pub := &fakePublisher{buffer: 100}
+	from, ask := s.connected(now)
+	pub.serve(s, from, ask, now)
+	s.live(pub.publish(), now) // 0
+	pub.publish()              // 1: lost
+	var late []message
+	m2 := pub.publish() // 2: arrives, shows the gap
+	for range 3 {
+		late = append(late, pub.publish()) // 3..5: the replay has them before the live socket
+	}
+	from, ask = s.live(m2, now)
+	pub.serve(s, from, ask, now)
+	expect(t, s, StateExact, 6, "gap recovered")
+	for _, m := range late {
+		s.live(m, now)
+	}
+	expect(t, s, StateExact, 6, "late live duplicates")
+	if c := s.status().Counters; c.Restarts != 0 || c.Batches != 6 {
+		t.Fatalf("counters %+v: duplicates taken for a restart or applied twice", c)
+	}
+}
