@@ -205,7 +205,7 @@ func (s *stream) connected(now time.Time) (uint64, bool) {
 	if !s.canAsk {
 		if s.known {
 			s.lose("reconnected without a replay socket: batches sent meanwhile are unknown", now)
-			s.known = false
+			s.setNext(s.next, false)
 		} else {
 			s.setState(StateConnecting, "waiting for the first batch", now)
 		}
@@ -249,7 +249,7 @@ func (s *stream) live(m message, now time.Time) (uint64, bool) {
 	}
 	if !s.known {
 		// Without a replay socket the first batch starts the history, or not.
-		s.known, s.next = true, m.seq
+		s.setNext(m.seq, true)
 		if m.seq == 0 {
 			s.setState(StateExact, "complete since sequence 0", now)
 		} else {
@@ -291,7 +291,7 @@ func (s *stream) hold(m message) {
 func (s *stream) restarted(now time.Time) {
 	s.counted(func(c *Counters) { c.Restarts++ })
 	s.idx.ClearPod(s.pod)
-	s.next, s.known = 0, true
+	s.setNext(0, true)
 	s.recent = [recentBatches]struct{ seq, sum uint64 }{}
 	if s.stateNow() == StateExact {
 		s.setState(StateConnecting, "the publisher restarted: waiting for its replay from sequence 0", now)
@@ -323,15 +323,15 @@ func (s *stream) replayEnd(now time.Time) (uint64, bool) {
 			// The buffer starts after it: batches in between are gone.
 			s.counted(func(c *Counters) { c.GapsLost++ })
 			s.lose(fmt.Sprintf("the replay buffer starts at sequence %d, %d was needed", s.replayed[0].seq, s.next), now)
-			s.next = s.replayed[0].seq
+			s.setNext(s.replayed[0].seq, s.known)
 		}
 	} else if len(s.replayed) > 0 && s.replayed[0].seq > 0 {
 		if !s.known || s.next == 0 {
 			s.lose(fmt.Sprintf("the replay buffer starts at sequence %d: earlier batches are gone", s.replayed[0].seq), now)
 		}
-		s.next = s.replayed[0].seq
+		s.setNext(s.replayed[0].seq, s.known)
 	}
-	s.known = true
+	s.setNext(s.next, true)
 	s.pending = append(s.pending, s.replayed...)
 	s.replayed = s.replayed[:0]
 	if st := s.stateNow(); st == StateConnecting || st == StateDown {
@@ -378,7 +378,7 @@ func (s *stream) settle(now time.Time) {
 		s.counted(func(c *Counters) { c.GapsLost++ })
 		s.gapOpen = false
 		s.lose(fmt.Sprintf("sequences %d to %d are lost", s.next, first-1), now)
-		s.next = first
+		s.setNext(first, s.known)
 		s.drain(now)
 	}
 }
@@ -390,6 +390,14 @@ func (s *stream) lose(reason string, now time.Time) {
 	s.setState(StateResyncing, reason, now)
 }
 
+// setNext changes the sequence bookkeeping, which status reads under mu; the
+// driving goroutine, its only writer, reads it without.
+func (s *stream) setNext(next uint64, known bool) {
+	s.mu.Lock()
+	s.next, s.known = next, known
+	s.mu.Unlock()
+}
+
 // seen reports whether m is a batch applied recently (same sequence, same bytes).
 func (s *stream) seen(m message) bool {
 	r := s.recent[m.seq%recentBatches]
@@ -397,7 +405,7 @@ func (s *stream) seen(m message) bool {
 }
 
 func (s *stream) apply(m message, now time.Time) {
-	s.next = m.seq + 1
+	s.setNext(m.seq+1, s.known)
 	s.lastSum = xxhashSum(m.payload)
 	s.recent[m.seq%recentBatches] = struct{ seq, sum uint64 }{m.seq, s.lastSum}
 	batch, err := s.dec.Decode(m.payload)
