@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // llama3Dir is where hack/tokenizer-llama3.sh (make tokenizer-llama3, part
@@ -177,4 +178,23 @@ func BenchmarkLlama3Encode(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzLlama3FastMatchesGeneral holds the fast path to the library's general
+// pipeline on arbitrary text (skipped without the file).
+func FuzzLlama3FastMatchesGeneral(f *testing.F) {
+	for _, s := range []string{"Hello, my dog is cute", "  a\n\n b'S 1234 ſ <|eot_id|>x", "\t\r\n", "ü 東京 🙂"} {
+		f.Add(s)
+	}
+	tk, _ := loadLlama3(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return // requests are JSON strings: valid UTF-8
+		}
+		fast, err1 := tk.Encode(s, true)
+		general, err2 := tk.encodeGeneral(s, true)
+		if (err1 == nil) != (err2 == nil) || !slices.Equal(fast, general) {
+			t.Fatalf("%q: fast %v (%v), general %v (%v)", s, fast, err1, general, err2)
+		}
+	})
 }
