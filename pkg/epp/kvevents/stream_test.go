@@ -51,6 +51,15 @@ func newTestStream(replay bool) (*stream, *Index, time.Time) {
 	return newStream("pod", x, cfg, t0), x, t0
 }
 
+// connectedStream is a stream with replay that has read its (empty) history.
+func connectedStream() (*stream, *fakePublisher, time.Time) {
+	s, _, now := newTestStream(true)
+	pub := &fakePublisher{buffer: 100}
+	from, ask := s.connected(now)
+	pub.serve(s, from, ask, now)
+	return s, pub, now
+}
+
 func expect(t *testing.T, s *stream, state State, blocks int, what string) {
 	t.Helper()
 	st := s.status()
@@ -159,10 +168,7 @@ func TestStreamProbesAndSeesRestarts(t *testing.T) {
 }
 
 func TestStreamUndecodableBatch(t *testing.T) {
-	s, _, now := newTestStream(true)
-	pub := &fakePublisher{buffer: 100}
-	from, ask := s.connected(now)
-	pub.serve(s, from, ask, now)
+	s, pub, now := connectedStream()
 	s.live(pub.publish(), now)
 	s.live(message{seq: 1, payload: []byte{0x93, 0xff}}, now)
 	expect(t, s, StateResyncing, 0, "undecodable batch")
@@ -197,10 +203,7 @@ func TestStreamWithoutReplay(t *testing.T) {
 // their way over the live socket; when they arrive they are duplicates, not
 // a restarted publisher.
 func TestStreamLiveBehindReplay(t *testing.T) {
-	s, _, now := newTestStream(true)
-	pub := &fakePublisher{buffer: 100}
-	from, ask := s.connected(now)
-	pub.serve(s, from, ask, now)
+	s, pub, now := connectedStream()
 	s.live(pub.publish(), now) // 0
 	pub.publish()              // 1: lost
 	var late []message
@@ -208,7 +211,7 @@ func TestStreamLiveBehindReplay(t *testing.T) {
 	for range 3 {
 		late = append(late, pub.publish()) // 3..5: the replay has them before the live socket
 	}
-	from, ask = s.live(m2, now)
+	from, ask := s.live(m2, now)
 	pub.serve(s, from, ask, now)
 	expect(t, s, StateExact, 6, "gap recovered")
 	for _, m := range late {
