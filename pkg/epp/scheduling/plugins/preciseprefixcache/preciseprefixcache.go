@@ -197,7 +197,8 @@ func BindAll(prof *scheduling.Profile, h *kvevents.Hub) int {
 }
 
 type scratch struct {
-	tokens  []uint32
+	tokens       []uint32
+	promptTokens int
 	pods    []string
 	matched []int32
 	bySlot  []int32
@@ -227,7 +228,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 	for i, v := range cands {
 		var cached, total int
 		if exact && sc.matched[i] >= 0 {
-			cached, total = int(sc.matched[i])*s.stream.BlockSize, len(sc.tokens)
+			cached, total = int(sc.matched[i])*s.stream.BlockSize, sc.promptTokens
 		} else {
 			cached, total = c.CachedTokens(v), c.PromptTokens
 			approx++
@@ -252,22 +253,26 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 func (s *Scorer) exactMatches(c *scheduling.Cycle, hub *kvevents.Hub, cands []*datastore.View, sc *scratch) bool {
 	req := c.Request
 	sc.tokens = sc.tokens[:0]
-	if req.TokenIDs != nil {
-		sc.tokens = append(sc.tokens, req.TokenIDs...)
-	} else {
+	tokens := req.TokenIDs
+	if tokens == nil {
 		t := s.tokenizerFor(req.Model)
 		if t == nil {
 			return false
 		}
 		var err error
-		if sc.tokens, err = t.AppendPromptTokens(sc.tokens, req.Body, req.Prompt); err != nil || len(sc.tokens) == 0 {
+		if sc.tokens, err = t.AppendPromptTokens(sc.tokens, req.Body, req.Prompt); err != nil {
 			return false
 		}
+		tokens = sc.tokens
 	}
+	if len(tokens) == 0 {
+		return false
+	}
+	sc.promptTokens = len(tokens)
 	sc.pods = sc.pods[:0]
 	for _, v := range cands {
 		sc.pods = append(sc.pods, v.Key)
 	}
-	sc.matched, sc.bySlot = hub.Index().MatchPrompt(kvevents.Seed(req.Adapter), sc.tokens, s.maxBlocks, sc.pods, sc.matched, sc.bySlot)
+	sc.matched, sc.bySlot = hub.Index().MatchPrompt(kvevents.Seed(req.Adapter), tokens, s.maxBlocks, sc.pods, sc.matched, sc.bySlot)
 	return true
 }
