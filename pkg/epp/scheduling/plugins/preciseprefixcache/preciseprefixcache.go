@@ -199,9 +199,9 @@ func BindAll(prof *scheduling.Profile, h *kvevents.Hub) int {
 type scratch struct {
 	tokens       []uint32
 	promptTokens int
-	pods    []string
-	matched []int32
-	bySlot  []int32
+	pods         []string
+	matched      []int32
+	bySlot       []int32
 }
 
 // tokenizerFor returns the model's tokenizer, or the default one.
