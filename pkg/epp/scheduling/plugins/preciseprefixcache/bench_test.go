@@ -13,6 +13,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/kvevents"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
@@ -64,7 +65,7 @@ type fleet struct {
 }
 
 func newFleet(b *testing.B, yaml string, n int) *fleet {
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for i := range n {
 		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), Port: 8000})
