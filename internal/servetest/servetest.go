@@ -1,11 +1,14 @@
 // Package servetest runs a server for a test through the lifecycle every igw
-// server has (the EPP and BBR runners, the standalone gateway):
-// Run(ctx, ready) serves until ctx ends and closes ready once it listens.
+// server has (the EPP and BBR runners, the standalone gateway; see
+// internal/serve): Run(ctx, ready) serves until ctx ends and closes ready
+// once it listens. It also waits for what such a server does in the
+// background.
 package servetest
 
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // RunFunc is a server's Run.
@@ -38,4 +41,18 @@ func Serve(t testing.TB, what string, run RunFunc) {
 			t.Errorf("%s: %v", what, err)
 		}
 	})
+}
+
+// WaitFor polls cond every few milliseconds until it holds and returns how
+// long that took; it fails t when timeout passes first.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for !cond() {
+		if time.Since(t0) > timeout {
+			t.Fatalf("gave up waiting for %s after %v", what, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(t0)
 }

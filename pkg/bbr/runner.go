@@ -2,14 +2,8 @@ package bbr
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -17,18 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/filewatch"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/wire"
 )
-
-// ServiceName is the grpc.health.v1 service name the router reports (the empty
-// name reports the same status).
-const ServiceName = "envoy.service.ext_proc.v3.ExternalProcessor"
 
 // grpcMessageOverhead is room for the rest of a ProcessingRequest beside a
 // buffered body of the maximum size.
@@ -51,9 +40,8 @@ type Runner struct {
 	// ModelList follows --model-list-file; nil without one.
 	ModelList *filewatch.File
 
-	health *health.Server
-	mu     sync.Mutex
-	addrs  map[string]string
+	health *serve.Health
+	group  serve.Group
 }
 
 // NewRunner builds a runner from completed, validated options. The adapter
@@ -67,7 +55,8 @@ func NewRunner(o *Options, log *slog.Logger) (*Runner, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r := &Runner{Options: o, Log: log, Registry: reg, Metrics: NewMetrics(reg), health: health.NewServer(), addrs: map[string]string{}}
+	r := &Runner{Options: o, Log: log, Registry: reg, Metrics: NewMetrics(reg), health: serve.NewHealth()}
+	r.group.Host = o.BindAddress
 	r.Router = NewRouter(RouterConfig{MaxRequestBodyBytes: o.MaxRequestBodyBytes, DefaultModel: o.DefaultModel, Metrics: r.Metrics})
 	r.ExtProc = &ExtProc{Router: r.Router, BodyMode: mode, Log: log}
 	if o.AdapterMappingFile != "" {
@@ -86,113 +75,41 @@ func NewRunner(o *Options, log *slog.Logger) (*Runner, error) {
 
 // Addr returns the address a server listens on once Run has started it:
 // "grpc", "health", "metrics" or "models".
-func (r *Runner) Addr(name string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.addrs[name]
-}
-
-func (r *Runner) listen(name string, port int) (net.Listener, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(r.Options.BindAddress, strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("listen for %s: %w", name, err)
-	}
-	r.mu.Lock()
-	r.addrs[name] = l.Addr().String()
-	r.mu.Unlock()
-	return l, nil
-}
+func (r *Runner) Addr(name string) string { return r.group.Addr(name) }
 
 // Run serves until ctx ends or a server fails. ready, when not nil, is closed
 // once every listener is open.
 func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var listeners []net.Listener
-	for _, l := range []struct {
-		name string
-		port int
-	}{{"grpc", r.Options.GRPCPort}, {"health", r.Options.HealthPort}, {"metrics", r.Options.MetricsPort}, {"models", r.Options.ModelsPort}} {
-		lis, err := r.listen(l.name, l.port)
-		if err != nil {
-			for _, open := range listeners {
-				open.Close()
-			}
-			return err
-		}
-		listeners = append(listeners, lis)
-	}
-
 	// A buffered body travels in one gRPC message.
 	maxMsg := int(min(r.Options.MaxRequestBodyBytes, 1<<30)) + grpcMessageOverhead
 	extSrv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
 	extprocv3.RegisterExternalProcessorServer(extSrv, r.ExtProc)
-	healthSrv := grpc.NewServer()
-	healthpb.RegisterHealthServer(healthSrv, r.health)
-	httpSrv := &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
-	modelsSrv := &http.Server{Handler: r.modelsHandler(), ReadHeaderTimeout: 5 * time.Second}
-
-	errc := make(chan error, 6)
-	var wg sync.WaitGroup
-	start := func(name string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	start("ext_proc server", func() error { return extSrv.Serve(listeners[0]) })
-	start("health server", func() error { return healthSrv.Serve(listeners[1]) })
-	start("metrics server", func() error { return httpSrv.Serve(listeners[2]) })
-	start("models server", func() error { return modelsSrv.Serve(listeners[3]) })
+	g := &r.group
+	// Let in-flight streams finish, within reason.
+	g.GRPC("grpc", r.Options.GRPCPort, extSrv, 5*time.Second)
+	g.GRPC("health", r.Options.HealthPort, r.health.Server(), 0)
+	g.HTTP("metrics", r.Options.MetricsPort, &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 5 * time.Second}, time.Second)
+	g.HTTP("models", r.Options.ModelsPort, &http.Server{Handler: r.modelsHandler(), ReadHeaderTimeout: 5 * time.Second}, time.Second)
 	if r.AdapterMapping != nil {
-		start("adapter mapping watch", func() error { r.AdapterMapping.Run(ctx); return nil })
+		g.Go("adapter mapping watch", func(ctx context.Context) error { r.AdapterMapping.Run(ctx); return nil })
 	}
 	if r.ModelList != nil {
-		start("model list watch", func() error { r.ModelList.Run(ctx); return nil })
+		g.Go("model list watch", func(ctx context.Context) error { r.ModelList.Run(ctx); return nil })
 	}
-	r.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	r.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if ready != nil {
-		close(ready)
+	g.Started = func() {
+		r.health.Set(true)
+		r.Log.Info("body-based router serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"),
+			"metrics", r.Addr("metrics"), "models", r.Addr("models"), "bodyMode", string(r.ExtProc.BodyMode))
 	}
-	r.Log.Info("body-based router serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"),
-		"metrics", r.Addr("metrics"), "models", r.Addr("models"), "bodyMode", string(r.ExtProc.BodyMode))
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-	}
-	cancel()
-	r.health.Shutdown()
-	// Let in-flight streams finish, within reason.
-	stopped := make(chan struct{})
-	go func() { extSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		extSrv.Stop()
-	}
-	healthSrv.Stop()
-	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-	_ = httpSrv.Shutdown(sctx)
-	_ = modelsSrv.Shutdown(sctx)
-	scancel()
-	wg.Wait()
-	return runErr
+	g.Stopping = r.health.Shutdown
+	return g.Run(ctx, ready)
 }
 
 // httpHandler serves /metrics, /healthz and /readyz. The router is ready as soon
 // as it serves: a missing adapter mapping only loses the base model header,
 // which is better than refusing every request; /readyz says so in its detail.
 func (r *Runner) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{Registry: r.Registry}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	return serve.ProbeMux(promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{Registry: r.Registry}), func() (bool, map[string]any) {
 		detail := map[string]any{"adapters": len(r.Router.Adapters())}
 		if r.AdapterMapping != nil {
 			detail["adapterMapping"] = r.AdapterMapping.Status()
@@ -203,10 +120,8 @@ func (r *Runner) httpHandler() http.Handler {
 		if r.ModelList != nil {
 			detail["modelList"] = r.ModelList.Status()
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": true, "detail": detail})
+		return true, detail
 	})
-	return mux
 }
 
 // modelsHandler serves GET /v1/models (the OpenAI model list; other methods

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -104,7 +105,7 @@ func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, service := range []string{"", ServiceName} {
+	for _, service := range []string{"", serve.ExtProcService} {
 		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health of %q: %v %v", service, resp, err)
@@ -187,11 +188,5 @@ func TestRunnerTakesBufferedBodiesUpToTheLimit(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	servetest.WaitFor(t, what, 10*time.Second, cond)
 }

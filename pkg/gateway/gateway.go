@@ -22,17 +22,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/epp/requestbody"
 	"github.com/igw-dev/igw/pkg/openaimodels"
@@ -54,9 +52,7 @@ type Gateway struct {
 
 	proxy   *httputil.ReverseProxy
 	parsers sync.Pool
-
-	mu   sync.Mutex
-	addr string
+	group   serve.Group
 }
 
 // New builds a gateway from completed, validated options. Every endpoints
@@ -67,6 +63,7 @@ func New(o *Options, log *slog.Logger) (*Gateway, error) {
 	}
 	g := &Gateway{opts: o, log: log, clock: newClock(o.TimeScale), byModel: map[string]*pool{},
 		bbr: bbr.NewRouter(bbr.RouterConfig{MaxRequestBodyBytes: o.MaxBodyBytes})}
+	g.group.Host = o.BindAddress
 	g.parsers.New = func() any { return new(requestbody.Parser) }
 	g.bbr.SetAdapters(o.Resolved.adapterMap())
 	for _, pc := range o.Resolved.Pools {
@@ -142,48 +139,18 @@ func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Addr is the address the gateway listens on once Run has started it.
-func (g *Gateway) Addr() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.addr
-}
+func (g *Gateway) Addr() string { return g.group.Addr("http") }
 
 // Run serves until ctx ends. ready, when not nil, is closed once the port is open.
 func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
-	l, err := net.Listen("tcp", net.JoinHostPort(g.opts.BindAddress, strconv.Itoa(g.opts.Port)))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	g.mu.Lock()
-	g.addr = l.Addr().String()
-	g.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, p := range g.pools {
-		wg.Go(func() { p.run(ctx) })
-	}
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	if ready != nil {
-		close(ready)
+	g.group.HTTP("http", g.opts.Port, srv, 5*time.Second)
+	for _, p := range g.pools {
+		g.group.Go("pool "+p.cfg.Name, func(ctx context.Context) error { p.run(ctx); return nil })
 	}
-	g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools))
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = srv.Shutdown(sctx)
-		scancel()
-	}
-	cancel()
-	wg.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
+	g.group.Started = func() { g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools)) }
+	return g.group.Run(ctx, ready)
 }
 
 // modelList is every served name and adapter, in configuration order (each

@@ -29,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
+	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/source"
@@ -157,7 +159,7 @@ func healthOf(t *testing.T, r *Runner) healthpb.HealthCheckResponse_ServingStatu
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: ServiceName})
+	res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: serve.ExtProcService})
 	if err != nil {
 		return healthpb.HealthCheckResponse_UNKNOWN
 	}
@@ -203,14 +205,7 @@ func pick(r *Runner) (string, error) {
 // waitFor polls cond until it holds or waitLong passes, and returns how long it took.
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	t0 := time.Now()
-	for !cond() {
-		if time.Since(t0) > waitLong {
-			t.Fatalf("%s: not after %v", what, waitLong)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(t0)
+	return servetest.WaitFor(t, what, waitLong, cond)
 }
 
 // checkActivePassive asserts that leader serves and standby refuses, with

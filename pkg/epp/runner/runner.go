@@ -6,25 +6,19 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -38,10 +32,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
 )
-
-// ServiceName is the grpc.health.v1 service name the picker reports (the
-// empty name reports the same status).
-const ServiceName = "envoy.service.ext_proc.v3.ExternalProcessor"
 
 // Runner is a configured picker, not yet serving.
 type Runner struct {
@@ -58,19 +48,18 @@ type Runner struct {
 
 	sourceReady func() bool
 	runSource   func(context.Context) error
-	health      *health.Server
+	health      *serve.Health
 	// leadership is nil without --leader-elect: the replica always serves.
 	leadership *leadership
-
-	mu    sync.Mutex
-	addrs map[string]string
+	group      serve.Group
 }
 
 // New builds a runner from completed, validated options; it loads the
 // configuration and (for a file source) the endpoints once, so a broken file
 // fails at start-up.
 func New(o *options.Options, log *slog.Logger) (*Runner, error) {
-	r := &Runner{Options: o, Log: log, Metrics: metrics.New(), health: health.NewServer(), addrs: map[string]string{}}
+	r := &Runner{Options: o, Log: log, Metrics: metrics.New(), health: serve.NewHealth()}
+	r.group.Host = o.BindAddress
 	r.Store = datastore.NewStore(latency.DefaultPriors)
 	r.Director = director.New(r.Store, director.Options{Staleness: o.MetricsStaleness,
 		StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
@@ -146,11 +135,7 @@ func kubeConfig(path string) (*rest.Config, error) {
 
 // Addr returns the address a server listens on once Run started it:
 // "grpc", "health" or "metrics".
-func (r *Runner) Addr(name string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.addrs[name]
-}
+func (r *Runner) Addr(name string) string { return r.group.Addr(name) }
 
 // Ready reports whether the picker routes: a configuration is in effect, the
 // endpoint source has delivered its first view and, with --leader-elect, this
@@ -203,57 +188,15 @@ func (r *Runner) refuseStandby(srv any, ss grpc.ServerStream, _ *grpc.StreamServ
 	return handler(srv, ss)
 }
 
-func (r *Runner) listen(name string, port int) (net.Listener, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(r.Options.BindAddress, strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("listen for %s: %w", name, err)
-	}
-	r.mu.Lock()
-	r.addrs[name] = l.Addr().String()
-	r.mu.Unlock()
-	return l, nil
-}
-
 // Run serves until ctx ends or a server fails. ready, when not nil, is closed
 // once every listener is open.
 func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	grpcL, err := r.listen("grpc", r.Options.GRPCPort)
-	if err != nil {
-		return err
-	}
-	healthL, err := r.listen("health", r.Options.HealthPort)
-	if err != nil {
-		grpcL.Close()
-		return err
-	}
-	metricsL, err := r.listen("metrics", r.Options.MetricsPort)
-	if err != nil {
-		grpcL.Close()
-		healthL.Close()
-		return err
-	}
 	extOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.Options.MaxBodyBytes) + (1 << 20)), grpc.MaxSendMsgSize(int(r.Options.MaxBodyBytes) + (1 << 20))}
 	if r.leadership != nil {
 		extOpts = append(extOpts, grpc.StreamInterceptor(r.refuseStandby))
 	}
 	extSrv := grpc.NewServer(extOpts...)
 	extprocv3.RegisterExternalProcessorServer(extSrv, r.ExtProc)
-	healthSrv := grpc.NewServer()
-	healthpb.RegisterHealthServer(healthSrv, r.health)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", r.Metrics.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, detail := r.Ready()
-		w.Header().Set("Content-Type", "application/json")
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "detail": detail})
-	})
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	scraper := &telemetry.Scraper{Store: r.Store, Sink: r.Director, Interval: r.Options.ScrapeInterval,
 		Timeout: r.Options.ScrapeTimeout, Path: r.Options.MetricsPath, Log: r.Log,
@@ -261,70 +204,37 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 			r.Metrics.Scrapes.WithLabelValues(metrics.Result(err)).Inc()
 			r.Metrics.ScrapeDuration.Observe(took.Seconds())
 		}}
-	var lister *telemetry.ModelLister
+
+	g := &r.group
+	// Let in-flight streams finish their current message, then stop.
+	g.GRPC("grpc", r.Options.GRPCPort, extSrv, 5*time.Second)
+	g.GRPC("health", r.Options.HealthPort, r.health.Server(), 0)
+	g.HTTP("metrics", r.Options.MetricsPort, &http.Server{Handler: serve.ProbeMux(r.Metrics.Handler(), r.Ready), ReadHeaderTimeout: 5 * time.Second}, time.Second)
+	g.Go("endpoint source", r.runSource)
+	g.Go("scraper", scraper.Run)
 	if r.Options.ModelsInterval > 0 {
-		lister = &telemetry.ModelLister{Store: r.Store, Interval: r.Options.ModelsInterval, Timeout: r.Options.ModelsTimeout,
+		lister := &telemetry.ModelLister{Store: r.Store, Interval: r.Options.ModelsInterval, Timeout: r.Options.ModelsTimeout,
 			Observe: func(_ string, err error, _ time.Duration) {
 				r.Metrics.ModelListReads.WithLabelValues(metrics.Result(err)).Inc()
 			}}
-	}
-
-	errc := make(chan error, 8)
-	var wg sync.WaitGroup
-	start := func(name string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	start("ext_proc server", func() error { return extSrv.Serve(grpcL) })
-	start("health server", func() error { return healthSrv.Serve(healthL) })
-	start("metrics server", func() error { return httpSrv.Serve(metricsL) })
-	start("endpoint source", func() error { return r.runSource(ctx) })
-	start("scraper", func() error { return scraper.Run(ctx) })
-	if lister != nil {
-		start("model lister", func() error { return lister.Run(ctx) })
+		g.Go("model lister", lister.Run)
 	}
 	if r.Watcher != nil {
-		start("config watcher", func() error { r.Watcher.Run(ctx); return nil })
+		g.Go("config watcher", func(ctx context.Context) error { r.Watcher.Run(ctx); return nil })
 	}
-	start("readiness", func() error { r.reportHealth(ctx); return nil })
-	start("kv events", func() error { r.KVEvents.Run(ctx, r.kvEventEndpoints, time.Second); return nil })
+	g.Go("readiness", func(ctx context.Context) error { r.reportHealth(ctx); return nil })
+	g.Go("kv events", func(ctx context.Context) error { r.KVEvents.Run(ctx, r.kvEventEndpoints, time.Second); return nil })
 	if r.leadership != nil {
-		start("leader election", func() error {
+		g.Go("leader election", func(ctx context.Context) error {
 			r.leadership.run(ctx, func() bool { ok, _ := r.warm(); return ok })
 			return nil
 		})
 	}
-	if ready != nil {
-		close(ready)
+	g.Started = func() {
+		r.Log.Info("endpoint picker serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"), "metrics", r.Addr("metrics"))
 	}
-	r.Log.Info("endpoint picker serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"), "metrics", r.Addr("metrics"))
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-	}
-	cancel()
-	r.health.Shutdown()
-	// Let in-flight streams finish their current message, then stop.
-	stopped := make(chan struct{})
-	go func() { extSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		extSrv.Stop()
-	}
-	healthSrv.Stop()
-	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-	_ = httpSrv.Shutdown(sctx)
-	scancel()
-	wg.Wait()
-	return runErr
+	g.Stopping = r.health.Shutdown
+	return g.Run(ctx, ready)
 }
 
 // kvEventEndpoints are the pods whose KV events to follow: every endpoint.
@@ -341,12 +251,7 @@ func (r *Runner) kvEventEndpoints() []kvevents.Endpoint {
 // leadership changes call it at once rather than waiting for the next tick.
 func (r *Runner) updateHealth() {
 	ok, _ := r.Ready()
-	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
-		st = healthpb.HealthCheckResponse_SERVING
-	}
-	r.health.SetServingStatus("", st)
-	r.health.SetServingStatus(ServiceName, st)
+	r.health.Set(ok)
 	leading := 0.0
 	if r.Leading() {
 		leading = 1

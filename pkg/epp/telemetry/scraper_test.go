@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 )
@@ -51,13 +52,7 @@ func endpointOf(t *testing.T, srv *httptest.Server) datastore.Endpoint {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	servetest.WaitFor(t, what, 5*time.Second, cond)
 }
 
 func TestScraperFollowsEndpointsAndWarnsOnceOnLegacyKV(t *testing.T) {
