@@ -171,41 +171,6 @@ func TestBenchBodiesAreTheAdvertisedSizes(t *testing.T) {
 	}
 }
 
-// echoServer is the protocol floor of a full-duplex router: it holds the headers
-// reply until the body is complete, sets a fixed header and returns the body,
-// without reading it. BBR's cost over it is what routing on the body adds.
-type echoServer struct {
-	extprocv3.UnimplementedExternalProcessorServer
-}
-
-func (echoServer) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	var chunks [][]byte
-	for {
-		m, err := srv.Recv()
-		if err != nil {
-			return nil
-		}
-		b := m.GetRequestBody()
-		if b == nil {
-			continue
-		}
-		chunks = append(chunks, b.GetBody())
-		if !b.GetEndOfStream() {
-			continue
-		}
-		mutation := headerMutation(Decision{Model: "fixed"})
-		if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-			RequestHeaders: &extprocv3.HeadersResponse{Response: common(mutation)}}}); err != nil {
-			return err
-		}
-		for i, c := range chunks {
-			if err := srv.Send(bodyReply(true, c, i == len(chunks)-1)); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // BenchmarkExtProc measures whole ext_proc exchanges over loopback gRPC in
 // full-duplex mode (64 KiB chunks, as Envoy sends them), for BBR and for the echo
 // floor: the difference is the latency BBR adds on the wire.
@@ -218,7 +183,7 @@ func BenchmarkExtProc(b *testing.B) {
 			srv  extprocv3.ExternalProcessorServer
 		}{
 			{"bbr", &ExtProc{Router: NewRouter(RouterConfig{MaxRequestBodyBytes: 64 << 20}), BodyMode: Streamed}},
-			{"echo", echoServer{}},
+			{"echo", extproctest.Passthrough{SetHeaders: extproctest.NewHeaders(wire.HeaderModelName, "fixed")}},
 		} {
 			b.Run(body.name+"/"+srv.name, func(b *testing.B) {
 				c := extproctest.Start(b, srv.srv, extproctest.Config{ChunkSize: 64 << 10})

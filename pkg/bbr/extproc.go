@@ -11,12 +11,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/igw-dev/igw/internal/extproc"
 	"github.com/igw-dev/igw/pkg/apierror"
-	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // BodyMode is how Envoy's ext_proc filter sends request bodies to the router.
@@ -135,17 +134,14 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) error {
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return x.onTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-			ResponseHeaders: &extprocv3.HeadersResponse{}}})
+		return x.send(extproc.ResponseHeaders(nil))
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		if x.responseStreamed {
-			return x.send(bodyReply(false, r.ResponseBody.GetBody(), r.ResponseBody.GetEndOfStream()))
+			return x.send(extproc.ResponseChunk(r.ResponseBody.GetBody(), r.ResponseBody.GetEndOfStream()))
 		}
-		return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-			ResponseBody: &extprocv3.BodyResponse{}}})
+		return x.send(extproc.ResponseBody())
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-			ResponseTrailers: &extprocv3.TrailersResponse{}}})
+		return x.send(extproc.ResponseTrailers())
 	}
 	return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", req.Request)
 }
@@ -180,10 +176,9 @@ func (x *exchange) onBody(b *extprocv3.HttpBody) error {
 	chunk := b.GetBody()
 	if x.session.PassThrough() || x.routed {
 		if x.mode == Streamed {
-			return x.send(bodyReply(true, chunk, b.GetEndOfStream()))
+			return x.send(extproc.RequestChunk(chunk, b.GetEndOfStream()))
 		}
-		return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-			RequestBody: &extprocv3.BodyResponse{}}})
+		return x.send(extproc.RequestBody(nil))
 	}
 	if e := x.session.Write(chunk); e != nil {
 		return x.reject(e)
@@ -206,8 +201,7 @@ func (x *exchange) onTrailers() error {
 			return err
 		}
 	}
-	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
-		RequestTrailers: &extprocv3.TrailersResponse{}}})
+	return x.send(extproc.RequestTrailers())
 }
 
 // decide finishes routing and sends the replies that carry the decision.
@@ -229,31 +223,28 @@ func (x *exchange) decide() error {
 		}
 		return nil
 	default: // buffered: the body reply carries it; the body is not mutated
-		return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-			RequestBody: &extprocv3.BodyResponse{Response: common(mutation)}}})
+		return x.send(extproc.RequestBody(extproc.Routed(mutation)))
 	}
 }
 
 func (x *exchange) answerHeaders(mutation *extprocv3.HeaderMutation) error {
 	x.headersAnswered = true
-	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{Response: common(mutation)}}})
+	return x.send(extproc.RequestHeaders(extproc.Routed(mutation)))
 }
 
 // returnBody sends the held body back unchanged, in the chunks it came in (an
 // empty body as one empty chunk). The last carries end_of_stream unless
 // trailers end the request instead.
 func (x *exchange) returnBody() error {
-	ends := x.chunkEnds
-	if len(ends) == 0 {
-		ends = []int{0}
-	}
+	chunks := make([][]byte, len(x.chunkEnds))
 	body, start := x.session.Body(), 0
-	for i, end := range ends {
-		if err := x.send(bodyReply(true, body[start:end], !x.trailers && i == len(ends)-1)); err != nil {
+	for i, end := range x.chunkEnds {
+		chunks[i], start = body[start:end], end
+	}
+	for _, r := range extproc.AppendRequestChunks(nil, chunks, x.trailers) {
+		if err := x.send(r); err != nil {
 			return err
 		}
-		start = end
 	}
 	return nil
 }
@@ -261,7 +252,7 @@ func (x *exchange) returnBody() error {
 func (x *exchange) reject(e *apierror.Error) error {
 	x.done = true
 	x.s.log().Debug("request refused", "status", e.Status, "code", e.Code, "message", e.Message)
-	return x.send(immediateResponse(e))
+	return x.send(extproc.Immediate("bbr", e))
 }
 
 func (x *exchange) send(r *extprocv3.ProcessingResponse) error { return x.srv.Send(r) }
@@ -279,15 +270,6 @@ func (s *ExtProc) log() *slog.Logger {
 	return slog.Default()
 }
 
-// common wraps a header mutation; a decision always clears the route cache so
-// that HTTPRoute header matches see the new headers.
-func common(m *extprocv3.HeaderMutation) *extprocv3.CommonResponse {
-	if m == nil {
-		return nil
-	}
-	return &extprocv3.CommonResponse{HeaderMutation: m, ClearRouteCache: true}
-}
-
 // headerMutation turns a decision into Envoy's terms; nil when nothing changes.
 func headerMutation(d Decision) *extprocv3.HeaderMutation {
 	set, remove := d.HeaderChanges()
@@ -296,38 +278,9 @@ func headerMutation(d Decision) *extprocv3.HeaderMutation {
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: remove}
 	for _, kv := range set {
-		m.SetHeaders = append(m.SetHeaders, setHeader(kv[0], kv[1]))
+		m.SetHeaders = append(m.SetHeaders, extproc.SetHeader(kv[0], kv[1]))
 	}
 	return m
-}
-
-func setHeader(key, value string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
-		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-	}
-}
-
-func bodyReply(request bool, chunk []byte, eos bool) *extprocv3.ProcessingResponse {
-	br := &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
-			Body: chunk, EndOfStream: eos}}}}}
-	if request {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
-	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
-}
-
-// immediateResponse answers the client with e as OpenAI-style JSON.
-func immediateResponse(e *apierror.Error) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
-		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status: &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-				setHeader(wire.HeaderContentType, "application/json")}},
-			Body:    e.JSON(),
-			Details: "igw_bbr_" + e.Code,
-		}}}
 }
 
 // envoyHeaders reads Envoy's header map (keys are lowercase; values come in
@@ -337,10 +290,7 @@ type envoyHeaders []*corev3.HeaderValue
 func (h envoyHeaders) Get(key string) string {
 	for _, hv := range h {
 		if strings.EqualFold(hv.GetKey(), key) {
-			if raw := hv.GetRawValue(); len(raw) > 0 {
-				return string(raw)
-			}
-			return hv.GetValue()
+			return extproc.HeaderValue(hv)
 		}
 	}
 	return ""

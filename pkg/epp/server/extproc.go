@@ -25,11 +25,11 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/igw-dev/igw/internal/extproc"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
@@ -203,7 +203,7 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			body := r.RequestBody
 			x.size += int64(len(body.GetBody()))
 			if limit := s.maxBody(); x.size > limit {
-				return s.send(srv, immediate(apierror.TooLarge(limit)), x)
+				return s.send(srv, extproc.Immediate("epp", apierror.TooLarge(limit)), x)
 			}
 			if len(body.GetBody()) > 0 {
 				x.addChunk(body.GetBody())
@@ -212,16 +212,14 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				replies = s.route(srv, x)
 			}
 		case *extprocv3.ProcessingRequest_RequestTrailers:
-			replies = []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_RequestTrailers{
-				RequestTrailers: &extprocv3.TrailersResponse{}}}}
+			replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
 			replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			replies = []*extprocv3.ProcessingResponse{s.responseBody(x, r.ResponseBody)}
 		case *extprocv3.ProcessingRequest_ResponseTrailers:
 			s.finish(x, true)
-			replies = []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-				ResponseTrailers: &extprocv3.TrailersResponse{}}}}
+			replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
 		default:
 			return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
 		}
@@ -288,21 +286,15 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	if len(res.Fallbacks) > 0 {
 		dest += "," + strings.Join(res.Fallbacks, ",")
 	}
-	set := []*corev3.HeaderValueOption{header(wire.HeaderDestinationEndpoint, dest)}
-	meta, _ := structpb.NewStruct(map[string]any{
+	headers := extproc.RequestHeaders(extproc.Routed(&extprocv3.HeaderMutation{
+		SetHeaders: []*corev3.HeaderValueOption{extproc.SetHeader(wire.HeaderDestinationEndpoint, dest)}}))
+	headers.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
 		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
 	})
 	replies := make([]*extprocv3.ProcessingResponse, 0, 1+max(1, len(x.chunks)))
-	replies = append(replies, &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
-			Response: &extprocv3.CommonResponse{
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
-				ClearRouteCache: true,
-			}}},
-		DynamicMetadata: meta,
-	})
+	replies = append(replies, headers)
 	if !x.headersOnly {
-		replies = append(replies, bodyReplies(x.chunks, true)...)
+		replies = extproc.AppendRequestChunks(replies, x.chunks, false)
 	}
 	x.chunks = nil
 	if s.Metrics != nil {
@@ -317,44 +309,7 @@ func (s *ExtProc) reject(x *exchange, e *apierror.Error, reason string) []*extpr
 		s.Metrics.Responses.WithLabelValues(metrics.Code(e.Status)).Inc()
 	}
 	x.done = true
-	return []*extprocv3.ProcessingResponse{immediate(e)}
-}
-
-func immediate(e *apierror.Error) *extprocv3.ProcessingResponse {
-	set := []*corev3.HeaderValueOption{header(wire.HeaderContentType, "application/json")}
-	if e.RetryAfterSeconds > 0 {
-		set = append(set, header(wire.HeaderRetryAfter, strconv.Itoa(e.RetryAfterSeconds)))
-	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
-		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: set},
-			Body:    e.JSON(),
-			Details: "igw_epp_" + e.Code,
-		}}}
-}
-
-// bodyReplies returns chunks as streamed body replies, the last with
-// end_of_stream; an empty body is one empty final chunk.
-func bodyReplies(chunks [][]byte, request bool) []*extprocv3.ProcessingResponse {
-	if len(chunks) == 0 {
-		chunks = [][]byte{nil}
-	}
-	out := make([]*extprocv3.ProcessingResponse, len(chunks))
-	for i, c := range chunks {
-		out[i] = bodyReply(c, i == len(chunks)-1, request)
-	}
-	return out
-}
-
-func bodyReply(chunk []byte, eos, request bool) *extprocv3.ProcessingResponse {
-	br := &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
-			Body: chunk, EndOfStream: eos}}}}}
-	if request {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
-	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
+	return []*extprocv3.ProcessingResponse{extproc.Immediate("epp", e)}
 }
 
 func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
@@ -362,7 +317,7 @@ func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extpro
 	x.status, _ = strconv.Atoi(hm[wire.HeaderStatus])
 	var set []*corev3.HeaderValueOption
 	if x.debug && x.result != nil && x.result.Breakdown != nil {
-		set = append(set, header(wire.HeaderScoreBreakdown, x.result.Breakdown.String()))
+		set = append(set, extproc.SetHeader(wire.HeaderScoreBreakdown, x.result.Breakdown.String()))
 	}
 	if h.GetEndOfStream() {
 		s.finish(x, true)
@@ -371,8 +326,7 @@ func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extpro
 	if len(set) > 0 {
 		cr.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set}
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}}
+	return extproc.ResponseHeaders(cr)
 }
 
 func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
@@ -399,7 +353,7 @@ func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.Pr
 	if b.GetEndOfStream() {
 		s.finish(x, true)
 	}
-	return bodyReply(b.GetBody(), b.GetEndOfStream(), false)
+	return extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())
 }
 
 // finish ends the pick's accounting once: complete is false when the stream
@@ -438,19 +392,10 @@ func (s *ExtProc) finish(x *exchange, complete bool) {
 	s.Metrics.DecodeStep.WithLabelValues(res.Primary).Set(sp.DecodeStepSeconds)
 }
 
-func header(k, v string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)},
-		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
-}
-
 func headerMap(h *corev3.HeaderMap) map[string]string {
 	out := make(map[string]string, len(h.GetHeaders()))
 	for _, hv := range h.GetHeaders() {
-		v := string(hv.GetRawValue())
-		if v == "" {
-			v = hv.GetValue()
-		}
-		out[strings.ToLower(hv.GetKey())] = v
+		out[strings.ToLower(hv.GetKey())] = extproc.HeaderValue(hv)
 	}
 	return out
 }

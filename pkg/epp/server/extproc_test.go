@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/igw-dev/igw/pkg/epp/config"
@@ -247,51 +246,6 @@ func TestAbortedStreamReleasesThePick(t *testing.T) {
 	}
 }
 
-// passthrough plays a picker that does nothing: it buffers the body, answers
-// the headers and returns the body. The difference to it is what scheduling,
-// parsing and accounting add.
-type passthrough struct {
-	extprocv3.UnimplementedExternalProcessorServer
-}
-
-func (passthrough) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	var chunks [][]byte
-	for {
-		req, err := srv.Recv()
-		if err != nil {
-			return nil
-		}
-		var out []*extprocv3.ProcessingResponse
-		switch r := req.Request.(type) {
-		case *extprocv3.ProcessingRequest_RequestBody:
-			chunks = append(chunks, r.RequestBody.GetBody())
-			if r.RequestBody.GetEndOfStream() {
-				out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-					RequestHeaders: &extprocv3.HeadersResponse{}}})
-				for i, c := range chunks {
-					out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-						RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-							Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
-								Body: c, EndOfStream: i == len(chunks)-1}}}}}}})
-				}
-			}
-		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HeadersResponse{}}})
-		case *extprocv3.ProcessingRequest_ResponseBody:
-			out = append(out, &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-				ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-					Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
-						Body: r.ResponseBody.GetBody(), EndOfStream: r.ResponseBody.GetEndOfStream()}}}}}}})
-		}
-		for _, m := range out {
-			if err := srv.Send(m); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // BenchmarkRequestPath512KiB measures one exchange with a 512 KiB chat body
 // (16 KiB chunks, full duplex, 128 endpoints) through real gRPC on loopback,
 // against the passthrough server measured in the same run. It reports the
@@ -302,7 +256,7 @@ func (passthrough) Process(srv extprocv3.ExternalProcessor_ProcessServer) error 
 func BenchmarkRequestPath512KiB(b *testing.B) {
 	body := chatBody(512 << 10)
 	f := start(b, 128, config.Default)
-	base := extproctest.Start(b, passthrough{}, extproctest.Config{})
+	base := extproctest.Start(b, extproctest.Passthrough{}, extproctest.Config{})
 	resp := &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200"),
 		Chunks: [][]byte{[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n")}}
 	ctx := context.Background()

@@ -1,0 +1,128 @@
+// Package extproc builds the ext_proc messages igw's ext_proc servers (the
+// body-based router and the endpoint picker) send Envoy, and reads the header
+// values Envoy sends them, so that both speak the protocol the same way.
+package extproc
+
+import (
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// SetHeader sets key to value, replacing any value the request has. The value
+// goes in raw_value: Envoy ignores value when raw_value is set.
+func SetHeader(key, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// HeaderValue reads a header Envoy sent: raw_value, or value from older proxies.
+func HeaderValue(hv *corev3.HeaderValue) string {
+	if raw := hv.GetRawValue(); len(raw) > 0 {
+		return string(raw)
+	}
+	return hv.GetValue()
+}
+
+// Routed wraps a header mutation that changes where the request goes: it
+// clears the route cache, so that HTTPRoute matches see the new headers. nil
+// for no mutation.
+func Routed(m *extprocv3.HeaderMutation) *extprocv3.CommonResponse {
+	if m == nil {
+		return nil
+	}
+	return &extprocv3.CommonResponse{HeaderMutation: m, ClearRouteCache: true}
+}
+
+// RequestHeaders answers the request headers with cr (nil: unchanged).
+func RequestHeaders(cr *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{Response: cr}}}
+}
+
+// ResponseHeaders answers the response headers with cr (nil: unchanged).
+func ResponseHeaders(cr *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}}
+}
+
+// RequestBody answers a buffered request body with cr (nil: unchanged).
+func RequestBody(cr *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: &extprocv3.BodyResponse{Response: cr}}}
+}
+
+// ResponseBody answers a buffered response body, unchanged.
+func ResponseBody() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{}}}
+}
+
+// RequestTrailers answers the request trailers, unchanged.
+func RequestTrailers() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+		RequestTrailers: &extprocv3.TrailersResponse{}}}
+}
+
+// ResponseTrailers answers the response trailers, unchanged.
+func ResponseTrailers() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+		ResponseTrailers: &extprocv3.TrailersResponse{}}}
+}
+
+// RequestChunk returns one chunk of a FULL_DUPLEX_STREAMED request body;
+// endOfStream marks the last.
+func RequestChunk(chunk []byte, endOfStream bool) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: streamedBody(chunk, endOfStream)}}
+}
+
+// ResponseChunk returns one chunk of a FULL_DUPLEX_STREAMED response body.
+func ResponseChunk(chunk []byte, endOfStream bool) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: streamedBody(chunk, endOfStream)}}
+}
+
+func streamedBody(chunk []byte, endOfStream bool) *extprocv3.BodyResponse {
+	return &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
+			Body: chunk, EndOfStream: endOfStream}}}}}
+}
+
+// AppendRequestChunks appends a held request body, returned unchanged in the
+// chunks it came in (an empty body as one empty chunk). The last chunk ends
+// the stream unless trailers follow.
+func AppendRequestChunks(dst []*extprocv3.ProcessingResponse, chunks [][]byte, trailersFollow bool) []*extprocv3.ProcessingResponse {
+	if len(chunks) == 0 {
+		return append(dst, RequestChunk(nil, !trailersFollow))
+	}
+	for i, c := range chunks {
+		dst = append(dst, RequestChunk(c, !trailersFollow && i == len(chunks)-1))
+	}
+	return dst
+}
+
+// Immediate answers the client with e in OpenAI's error shape, instead of
+// proxying the request. component ("bbr", "epp") prefixes the code in the
+// details Envoy logs, igw_<component>_<code>, so that an access log tells who
+// answered.
+func Immediate(component string, e *apierror.Error) *extprocv3.ProcessingResponse {
+	set := []*corev3.HeaderValueOption{SetHeader(wire.HeaderContentType, "application/json")}
+	if e.RetryAfterSeconds > 0 {
+		set = append(set, SetHeader(wire.HeaderRetryAfter, strconv.Itoa(e.RetryAfterSeconds)))
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: set},
+			Body:    e.JSON(),
+			Details: "igw_" + component + "_" + e.Code,
+		}}}
+}
