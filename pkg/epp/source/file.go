@@ -3,17 +3,17 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/filewatch"
 )
 
 // Store is the part of datastore.Store a source writes.
@@ -48,60 +48,45 @@ func ParseEndpoints(data []byte) ([]datastore.Endpoint, error) {
 }
 
 // File keeps a store in step with an endpoints file, re-read on an interval
-// (a symlink-swapped ConfigMap defeats change notifications). An invalid file
-// leaves the endpoints as they were.
+// (see filewatch: a symlink-swapped ConfigMap defeats change notifications).
+// An invalid file leaves the endpoints as they were.
 type File struct {
 	Path     string
-	Interval time.Duration
+	Interval time.Duration // filewatch.DefaultInterval when 0
 	Store    Store
 	Log      *slog.Logger
-	last     []byte
+
+	once sync.Once
+	file *filewatch.File
 }
 
-// Load reads the file once, applying it if it changed.
-func (f *File) Load() error {
-	data, err := os.ReadFile(f.Path)
-	if err != nil {
-		return fmt.Errorf("read endpoints file: %w", err)
-	}
-	if f.last != nil && bytes.Equal(data, f.last) {
-		return nil
-	}
-	f.last = data
-	eps, err := ParseEndpoints(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
-	}
-	added, removed := f.Store.SetEndpoints(eps)
-	if len(added)+len(removed) > 0 {
-		f.log().Info("endpoints changed", "file", f.Path, "added", added, "removed", removed, "total", len(eps))
-	}
-	return nil
-}
-
-// Run reloads until ctx ends.
-func (f *File) Run(ctx context.Context) {
-	iv := f.Interval
-	if iv <= 0 {
-		iv = time.Second
-	}
-	t := time.NewTicker(iv)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := f.Load(); err != nil {
-				f.log().Error("endpoints file rejected; keeping the current endpoints", "error", err)
-			}
+func (f *File) watched() *filewatch.File {
+	f.once.Do(func() {
+		f.file = &filewatch.File{Path: f.Path, Interval: f.Interval, What: "endpoints file", Log: f.Log,
+			Apply: func(data []byte) error {
+				eps, err := ParseEndpoints(data)
+				if err != nil {
+					return err
+				}
+				added, removed := f.Store.SetEndpoints(eps)
+				if len(added)+len(removed) > 0 {
+					f.file.Log.Info("endpoints changed", "file", f.Path, "added", added, "removed", removed, "total", len(eps))
+				}
+				return nil
+			}}
+		if f.file.Log == nil {
+			f.file.Log = slog.Default()
 		}
-	}
+	})
+	return f.file
 }
 
-func (f *File) log() *slog.Logger {
-	if f.Log != nil {
-		return f.Log
-	}
-	return slog.Default()
-}
+// Load reads the file once and applies it if it changed; the error says why
+// the file on disk is not in effect.
+func (f *File) Load() error { return f.watched().Load() }
+
+// Run re-reads the file every interval until ctx ends.
+func (f *File) Run(ctx context.Context) { f.watched().Run(ctx) }
+
+// Status is what a readiness endpoint says about the file.
+func (f *File) Status() filewatch.Status { return f.watched().Status() }

@@ -42,6 +42,10 @@ func TestFileReloadKeepsEndpointsOnError(t *testing.T) {
 	if err := f.Load(); err == nil || store.Len() != 2 {
 		t.Fatalf("invalid file: %v, %d endpoints", err, store.Len())
 	}
+	// Read again unchanged, it is still not in effect, and says so.
+	if err := f.Load(); err == nil || f.Status().Error == "" || !f.Status().Loaded {
+		t.Fatalf("invalid file read again: %v, status %+v", err, f.Status())
+	}
 	os.WriteFile(path, []byte("- {address: 10.0.0.2, port: 8000}\n"), 0o644)
 	if err := f.Load(); err != nil || store.Len() != 1 || store.Get("10.0.0.2:8000") == nil {
 		t.Fatalf("reload: %v, %d endpoints", err, store.Len())
