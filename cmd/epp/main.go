@@ -3,38 +3,28 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/spf13/pflag"
-
+	"github.com/igw-dev/igw/internal/command"
+	"github.com/igw-dev/igw/internal/logging"
+	"github.com/igw-dev/igw/internal/logging/kubelog"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/runner"
 )
 
 func main() {
 	o := options.New()
-	o.AddFlags(pflag.CommandLine)
-	pflag.Parse()
-	o.Complete()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := o.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "epp:", err)
-		os.Exit(2)
-	}
-	r, err := runner.New(o, log)
-	if err != nil {
-		log.Error("cannot start", "error", err)
-		os.Exit(1)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := r.Run(ctx, nil); err != nil {
-		log.Error("stopped", "error", err)
-		os.Exit(1)
-	}
+	command.Main(command.Command{
+		Name:  "epp",
+		Flags: o.AddFlags,
+		Check: func() error { o.Complete(); return o.Validate() },
+		// The pool source and the leader election are client-go and
+		// controller-runtime: their logs join the picker's JSON log, as do
+		// gRPC's.
+		Logs: func(log *slog.Logger) {
+			logging.RouteGRPC(log)
+			kubelog.RouteSlog(log)
+		},
+		Build: func(log *slog.Logger) (command.Process, error) { return runner.New(o, log) },
+	})
 }

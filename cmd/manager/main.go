@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/igw-dev/igw/internal/logging/kubelog"
 	"github.com/igw-dev/igw/pkg/manager"
 )
 
@@ -18,7 +19,8 @@ func main() {
 	opts.AddFlags(flag.CommandLine)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// client-go logs through klog: both into the one zap log.
+	kubelog.Route(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

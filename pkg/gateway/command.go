@@ -2,12 +2,11 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
-	"github.com/spf13/pflag"
+	"github.com/igw-dev/igw/internal/command"
 )
 
 // Main runs the gateway's command line args (without the program name) until
@@ -19,37 +18,21 @@ import (
 func Main(ctx context.Context, name string, args []string, reg *Registry, stdout, stderr io.Writer) int {
 	o := NewOptions()
 	o.Policies = reg
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if err := o.Complete(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 2
-	}
-	if err := o.Validate(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 2
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	g, err := New(o, log)
-	if err != nil {
-		log.Error("cannot start", "error", err)
-		return 1
-	}
-	ready := make(chan struct{})
-	go func() {
-		<-ready
-		fmt.Fprintf(stdout, "listening on http://%s\n", g.Addr())
-	}()
-	if err := g.Run(ctx, ready); err != nil {
-		log.Error("stopped", "error", err)
-		return 1
-	}
-	return 0
+	var g *Gateway
+	return command.Run(ctx, command.Command{
+		Name:  name,
+		Flags: o.AddFlags,
+		Check: func() error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			return o.Validate()
+		},
+		Build: func(log *slog.Logger) (command.Process, error) {
+			var err error
+			g, err = New(o, log)
+			return g, err
+		},
+		Listening: func(stdout io.Writer) { fmt.Fprintf(stdout, "listening on http://%s\n", g.Addr()) },
+	}, args, stdout, stderr)
 }

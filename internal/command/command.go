@@ -1,0 +1,93 @@
+// Package command is the whole of a thin main for igw's serving commands
+// (bbr, epp, and the gateway's through gateway.Main): flags, checks, the JSON
+// log, signals and exit codes in one place, so that each main only names its
+// options and its process.
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// Process is a configured process: Run serves until ctx ends and closes
+// ready, when not nil, once it listens.
+type Process interface {
+	Run(ctx context.Context, ready chan<- struct{}) error
+}
+
+// Command describes one command.
+type Command struct {
+	// Name names the flag set and prefixes the messages about the command
+	// line ("bbr: ...").
+	Name string
+	// Flags registers the options on the command line.
+	Flags func(*pflag.FlagSet)
+	// Check completes and validates the parsed options.
+	Check func() error
+	// Logs, when set, routes the logs of libraries the process links into
+	// its log (logging.RouteGRPC, kubelog.RouteSlog): process-wide, so only
+	// for a command's own process.
+	Logs func(*slog.Logger)
+	// Build makes the process from the checked options.
+	Build func(*slog.Logger) (Process, error)
+	// Listening, when set, is called once the process listens, with stdout.
+	Listening func(stdout io.Writer)
+}
+
+// Run runs the command line args (without the program name) until ctx ends
+// and returns the exit code: 2 for bad flags, 1 when the process cannot
+// start or fails. The log is JSON on stderr.
+func Run(ctx context.Context, c Command, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet(c.Name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2 // pflag has said why, with the usage
+	}
+	if err := c.Check(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if c.Logs != nil {
+		c.Logs(log)
+	}
+	p, err := c.Build(log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	var ready chan struct{}
+	if c.Listening != nil {
+		ready = make(chan struct{})
+		go func() {
+			<-ready
+			c.Listening(stdout)
+		}()
+	}
+	if err := p.Run(ctx, ready); err != nil {
+		log.Error("stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// Main runs the process's own command line until SIGINT or SIGTERM and exits
+// with Run's code.
+func Main(c Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, c, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
