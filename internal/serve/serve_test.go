@@ -147,3 +147,14 @@ func TestGroupStopsOnALoopFailureAndCutsLongRequests(t *testing.T) {
 		t.Fatal("the request outliving the drain time was not cut")
 	}
 }
+
+func TestCheckPortsReportsRangeAndRepeatsInOrder(t *testing.T) {
+	errs := CheckPorts([]Port{{"--a", 9000}, {"--b", 0}, {"--c", 9000}, {"--d", 0}, {"--e", 70000}})
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	if want := "--a and --c are both 9000; --e 70000 is out of range"; strings.Join(got, "; ") != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}

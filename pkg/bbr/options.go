@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/igw-dev/igw/internal/serve"
 )
 
 // Options configure one router process (cmd/bbr's command line).
@@ -53,17 +55,18 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.GRPCPort, "grpc-port", o.GRPCPort, "Port of the ext_proc gRPC service.")
-	fs.IntVar(&o.HealthPort, "health-port", o.HealthPort, "Port of the gRPC health service (grpc.health.v1).")
-	fs.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "Port of /metrics, /healthz and /readyz over HTTP.")
+	o.ports().AddFlags(fs)
 	fs.IntVar(&o.ModelsPort, "models-port", o.ModelsPort, "Port of GET /v1/models over HTTP: the OpenAI model list of --model-list-file.")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (empty: all interfaces).")
 	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Largest JSON request body accepted; larger ones get 413.")
 	fs.StringVar(&o.DefaultModel, "default-model", o.DefaultModel, "Model for JSON bodies without one (empty: such bodies get 400).")
 	fs.StringVar(&o.AdapterMappingFile, "adapter-mapping-file", o.AdapterMappingFile, "YAML file mapping LoRA adapter names to base models (\"adapters: {name: base}\"); reloaded when it changes.")
 	fs.StringVar(&o.ModelListFile, "model-list-file", o.ModelListFile, "YAML file listing the served models and adapters (\"models: [{id: name, parent: base}]\") that --models-port answers with; reloaded when it changes. Empty: an empty list.")
 	fs.DurationVar(&o.AdapterMappingPollInterval, "adapter-mapping-poll-interval", o.AdapterMappingPollInterval, "How often the adapter mapping and model list files are re-read.")
 	fs.StringVar(&o.BodyMode, "body-mode", o.BodyMode, "Request body mode of Envoy's ext_proc filter: buffered or streamed (FULL_DUPLEX_STREAMED). A mode Envoy announces overrides it.")
+}
+
+func (o *Options) ports() serve.ExtProcPorts {
+	return serve.ExtProcPorts{GRPC: &o.GRPCPort, Health: &o.HealthPort, Metrics: &o.MetricsPort, BindAddress: &o.BindAddress}
 }
 
 // Complete normalizes the options: the body mode may also be given by Envoy's
@@ -77,20 +80,7 @@ func (o *Options) Complete() {
 
 // Validate rejects inconsistent options.
 func (o *Options) Validate() error {
-	var errs []error
-	ports := map[int]string{}
-	for _, p := range []struct {
-		flag string
-		port int
-	}{{"--grpc-port", o.GRPCPort}, {"--health-port", o.HealthPort}, {"--metrics-port", o.MetricsPort}, {"--models-port", o.ModelsPort}} {
-		if p.port < 0 || p.port > 65535 {
-			errs = append(errs, fmt.Errorf("%s %d is out of range", p.flag, p.port))
-		}
-		if other, dup := ports[p.port]; dup && p.port != 0 {
-			errs = append(errs, fmt.Errorf("%s and %s are both %d", other, p.flag, p.port))
-		}
-		ports[p.port] = p.flag
-	}
+	errs := serve.CheckPorts(o.ports().Ports(serve.Port{Flag: "--models-port", Port: o.ModelsPort}))
 	if o.MaxRequestBodyBytes <= 0 {
 		errs = append(errs, errors.New("--max-request-body-bytes must be positive"))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -97,10 +98,7 @@ func New() *Options {
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.GRPCPort, "grpc-port", o.GRPCPort, "Port of the ext_proc gRPC service.")
-	fs.IntVar(&o.HealthPort, "health-port", o.HealthPort, "Port of the gRPC health service (grpc.health.v1).")
-	fs.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "Port of /metrics, /healthz and /readyz over HTTP.")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (empty: all interfaces).")
+	o.ports().AddFlags(fs)
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Scheduling configuration file (YAML); reloaded on change. Empty: the built-in default.")
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often the configuration and endpoints files are re-read.")
 	fs.StringVar(&o.PoolName, "pool-name", o.PoolName, "InferencePool whose Pods are the endpoints.")
@@ -123,6 +121,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long standbys wait after the leader's last renewal before taking over (whole seconds).")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries a renewal before stepping down to standby.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between attempts to acquire or renew the Lease.")
+}
+
+func (o *Options) ports() serve.ExtProcPorts {
+	return serve.ExtProcPorts{GRPC: &o.GRPCPort, Health: &o.HealthPort, Metrics: &o.MetricsPort, BindAddress: &o.BindAddress}
 }
 
 // Complete fills defaults that depend on other options or the environment.
@@ -164,15 +166,8 @@ func (o *Options) Validate() error {
 	if (o.PoolName == "") == (o.EndpointsFile == "") {
 		return fmt.Errorf("exactly one of --pool-name and --endpoints-file is required")
 	}
-	ports := map[int]string{}
-	for name, p := range map[string]int{"--grpc-port": o.GRPCPort, "--health-port": o.HealthPort, "--metrics-port": o.MetricsPort} {
-		if p < 0 || p > 65535 {
-			return fmt.Errorf("%s %d is out of range", name, p)
-		}
-		if other, dup := ports[p]; dup && p != 0 {
-			return fmt.Errorf("%s and %s are both %d", name, other, p)
-		}
-		ports[p] = name
+	if errs := serve.CheckPorts(o.ports().Ports()); len(errs) > 0 {
+		return errs[0]
 	}
 	switch {
 	case o.ScrapeInterval <= 0:
