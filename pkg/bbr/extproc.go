@@ -58,6 +58,11 @@ type ExtProc struct {
 // Process handles one HTTP request's ext_proc stream.
 func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	x := exchange{srv: srv, s: s, mode: s.BodyMode, responseStreamed: s.BodyMode == Streamed}
+	defer func() {
+		if x.session != nil {
+			x.session.Close() // a stream that broke mid-body leaves its scan suspended
+		}
+	}()
 	for {
 		req, err := srv.Recv()
 		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {

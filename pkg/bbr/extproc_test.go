@@ -12,6 +12,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -51,9 +52,9 @@ func TestExtProcRoutesEveryAPI(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(m.name, func(t *testing.T) {
 			c := startRouter(t, r, m.mode, m.client, 4096)
-			for _, b := range apiBodies() {
-				t.Run(b.name, func(t *testing.T) {
-					req := extproctest.PostJSON(b.path, b.body)
+			for _, b := range bodytest.All() {
+				t.Run(b.Name, func(t *testing.T) {
+					req := extproctest.PostJSON(b.Path, b.Body)
 					// A client cannot pick a pool by sending the routing headers itself.
 					req.Headers = append(req.Headers,
 						extproctest.Header{Key: wire.HeaderModelName, Value: "spoofed"},
@@ -62,20 +63,20 @@ func TestExtProcRoutesEveryAPI(t *testing.T) {
 					if res.ImmediateResponse != nil {
 						t.Fatalf("refused: %d %s", res.ImmediateResponse.Status, res.ImmediateResponse.Body)
 					}
-					if got := res.RequestHeaders.Values(wire.HeaderModelName); len(got) != 1 || got[0] != b.model {
-						t.Fatalf("%s = %q, want %q", wire.HeaderModelName, got, b.model)
+					if got := res.RequestHeaders.Values(wire.HeaderModelName); len(got) != 1 || got[0] != b.Model {
+						t.Fatalf("%s = %q, want %q", wire.HeaderModelName, got, b.Model)
 					}
 					base, hasBase := res.RequestHeaders.Lookup(wire.HeaderBaseModelName)
-					if want, adapter := testAdapters[b.model]; hasBase != adapter || base != want {
+					if want, adapter := testAdapters[b.Model]; hasBase != adapter || base != want {
 						t.Fatalf("%s = %q (present %v), want %q", wire.HeaderBaseModelName, base, hasBase, want)
 					}
 					if !res.RouteCacheCleared {
 						t.Fatal("route cache not cleared: HTTPRoute header matches would not see the model")
 					}
-					if !bytes.Equal(res.RequestBody, b.body) {
-						t.Fatalf("body changed: %d bytes in, %d out", len(b.body), len(res.RequestBody))
+					if !bytes.Equal(res.RequestBody, b.Body) {
+						t.Fatalf("body changed: %d bytes in, %d out", len(b.Body), len(res.RequestBody))
 					}
-					if res.RequestHeaders.Get(":path") != b.path || res.RequestHeaders.Get("content-type") != "application/json" {
+					if res.RequestHeaders.Get(":path") != b.Path || res.RequestHeaders.Get("content-type") != "application/json" {
 						t.Fatalf("other headers changed: %v", res.RequestHeaders)
 					}
 				})
@@ -89,7 +90,7 @@ func TestExtProcRoutesEveryAPI(t *testing.T) {
 // in the chunks it was sent in.
 func TestStreamedRepliesAfterTheWholeBody(t *testing.T) {
 	c := startRouter(t, NewRouter(RouterConfig{}), Streamed, extproctest.FullDuplexStreamed, 100)
-	body := chatBody(1000, "llama", true)
+	body := bodytest.Chat(1000, "llama", true)
 	res := process(t, c, extproctest.PostJSON("/v1/chat/completions", body))
 	msgs := res.Messages
 	wantChunks := (len(body) + 99) / 100
@@ -134,7 +135,7 @@ func wantImmediate(t *testing.T, res *extproctest.Result, status int, code strin
 func TestExtProcErrors(t *testing.T) {
 	const limit = 64 << 10
 	r := NewRouter(RouterConfig{MaxRequestBodyBytes: limit})
-	big := chatBody(limit, "llama", true)
+	big := bodytest.Chat(limit, "llama", true)
 	for _, m := range bothModes {
 		t.Run(m.name, func(t *testing.T) {
 			c := startRouter(t, r, m.mode, m.client, 1000)

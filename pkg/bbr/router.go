@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/requestbody"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -109,11 +110,30 @@ func (r *Router) Route(h HeaderGetter, body []byte) (Decision, *apierror.Error) 
 	if err != nil || s.PassThrough() {
 		return Decision{PassThrough: err == nil}, err
 	}
+	defer s.Close()
 	s.body = body[:len(body):len(body)] // no copy: Route owns nothing
 	if err := s.check(); err != nil {
 		return Decision{}, err
 	}
 	return s.Finish()
+}
+
+// RouteScanned decides for a request whose whole body is at hand and has been
+// scanned already (requestbody.Parser.Scan), as an in-process gateway does to
+// read each body once for both the router and the picker.
+func (r *Router) RouteScanned(h HeaderGetter, body []byte, scanned requestbody.Body) (Decision, *apierror.Error) {
+	s, err := r.Begin(h)
+	if err != nil || s.PassThrough() {
+		return Decision{PassThrough: err == nil}, err
+	}
+	if int64(len(body)) > r.cfg.MaxRequestBodyBytes {
+		return Decision{}, s.fail(OutcomeTooLarge, apierror.TooLarge(r.cfg.MaxRequestBodyBytes))
+	}
+	s.body = body[:len(body):len(body)]
+	if len(body) == 0 {
+		return s.Finish()
+	}
+	return s.decide(scanned.Model, scanned.Found, scanned.Err)
 }
 
 // Begin starts routing a request from its headers, for bodies that arrive in pieces.
@@ -156,7 +176,7 @@ type Session struct {
 	passThrough bool
 	declared    int64 // the content-length, when the client sent one
 	body        []byte
-	scanner     modelScanner
+	stream      requestbody.Stream
 	parseTime   time.Duration
 	scanned     bool // scan ran at least once: parseTime is worth recording
 	failed      bool
@@ -202,7 +222,7 @@ func (s *Session) check() *apierror.Error {
 		return s.fail(OutcomeTooLarge, apierror.TooLarge(s.r.cfg.MaxRequestBodyBytes))
 	}
 	start := time.Now()
-	err := s.scanner.scan(s.body, false)
+	err := s.stream.Write(s.body)
 	s.parseTime += time.Since(start)
 	s.scanned = true
 	if err != nil {
@@ -223,22 +243,21 @@ func (s *Session) Finish() (Decision, *apierror.Error) {
 		return Decision{PassThrough: true}, nil
 	}
 	start := time.Now()
-	err := s.scanner.scan(s.body, true)
-	var model string
-	var found bool
-	if err == nil {
-		model, found, err = s.scanner.model(s.body)
-	}
+	model, found, err := s.stream.Finish(s.body)
 	s.parseTime += time.Since(start)
 	s.scanned = true
+	return s.decide(model, found, err)
+}
 
-	var typeErr *ModelTypeError
+// decide turns the scan's answer (requestbody.ExtractModel's) into the decision.
+func (s *Session) decide(model string, found bool, err error) (Decision, *apierror.Error) {
+	var typeErr *requestbody.ModelTypeError
 	switch {
 	case errors.As(err, &typeErr):
-		e := apierror.BadRequest("invalid_type", "Invalid type for 'model': expected a string, but got %s %s instead.", article(typeErr.Kind), typeErr.Kind)
+		e := apierror.BadRequest("invalid_type", "Invalid type for 'model': expected a string, but got %s %s instead.", requestbody.Article(typeErr.Kind), typeErr.Kind)
 		e.Param = "model"
 		return Decision{}, s.fail(OutcomeInvalidModel, e)
-	case errors.Is(err, ErrNotObject):
+	case errors.Is(err, requestbody.ErrNotObject):
 		return Decision{}, s.fail(OutcomeInvalidJSON, apierror.BadRequest("invalid_json", "The request body must be a JSON object."))
 	case err != nil:
 		return Decision{}, s.fail(OutcomeInvalidJSON, invalidJSON(err))
@@ -262,8 +281,13 @@ func (s *Session) Finish() (Decision, *apierror.Error) {
 	return d, nil
 }
 
+// Close releases the session's scan; a session abandoned before Finish (the
+// stream broke) must be closed.
+func (s *Session) Close() { s.stream.Close() }
+
 func (s *Session) fail(outcome string, e *apierror.Error) *apierror.Error {
 	s.failed = true
+	s.stream.Close()
 	s.record(outcome, "")
 	return e
 }

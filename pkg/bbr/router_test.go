@@ -11,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/requestbody"
+	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -30,16 +32,38 @@ var testAdapters = map[string]string{
 func TestRouteRealBodies(t *testing.T) {
 	r := NewRouter(RouterConfig{MaxRequestBodyBytes: 8 << 20})
 	r.SetAdapters(testAdapters)
-	for _, b := range apiBodies() {
-		t.Run(b.name, func(t *testing.T) {
-			d, err := r.Route(jsonHeaders(wire.HeaderPath, b.path, wire.HeaderContentLength, strconv.Itoa(len(b.body))), b.body)
+	for _, b := range bodytest.All() {
+		t.Run(b.Name, func(t *testing.T) {
+			d, err := r.Route(jsonHeaders(wire.HeaderPath, b.Path, wire.HeaderContentLength, strconv.Itoa(len(b.Body))), b.Body)
 			if err != nil {
 				t.Fatalf("Route: %v", err)
 			}
-			if d.PassThrough || d.Model != b.model || d.BaseModel != testAdapters[b.model] || d.Defaulted {
-				t.Fatalf("decision %+v; want model %q base %q", d, b.model, testAdapters[b.model])
+			if d.PassThrough || d.Model != b.Model || d.BaseModel != testAdapters[b.Model] || d.Defaulted {
+				t.Fatalf("decision %+v; want model %q base %q", d, b.Model, testAdapters[b.Model])
 			}
 		})
+	}
+}
+
+// TestRouteScannedDecidesAsRoute: handed the scan the picker's parser made,
+// the router decides as it does scanning the body itself, errors included.
+func TestRouteScannedDecidesAsRoute(t *testing.T) {
+	r := NewRouter(RouterConfig{MaxRequestBodyBytes: 8 << 20, DefaultModel: "fallback"})
+	r.SetAdapters(testAdapters)
+	var p requestbody.Parser
+	bodies := [][]byte{nil, []byte(`{"model":"sql-lora"}`), []byte(`{"model":null}`), []byte(`{"model":3}`),
+		[]byte(`[1]`), []byte(`{"model":"a",}`), []byte(`{"model":"a\x"}`), []byte("{\"model\":\"a\x01\"}"), []byte(`{"model":"` + strings.Repeat("m", MaxModelNameBytes+1) + `"}`)}
+	for _, b := range bodytest.All() {
+		bodies = append(bodies, b.Body)
+	}
+	for _, h := range []http.Header{jsonHeaders(), {"Content-Type": {"text/plain"}}} {
+		for _, body := range bodies {
+			want, wantErr := r.Route(h, body)
+			got, gotErr := r.RouteScanned(h, body, p.Scan(body))
+			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && *gotErr != *wantErr {
+				t.Fatalf("%.80q: RouteScanned %+v %v; Route %+v %v", body, got, gotErr, want, wantErr)
+			}
+		}
 	}
 }
 

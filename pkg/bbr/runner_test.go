@@ -19,6 +19,7 @@ import (
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -179,7 +180,7 @@ func TestRunnerTakesBufferedBodiesUpToTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	body := chatBody(7<<20, "llama", true)
+	body := bodytest.Chat(7<<20, "llama", true)
 	res, err := c.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", body))
 	if err != nil || res.ImmediateResponse != nil || res.RequestHeaders.Get(wire.HeaderModelName) != "llama" || len(res.RequestBody) != len(body) {
 		t.Fatalf("%d-byte buffered body: %v", len(body), err)

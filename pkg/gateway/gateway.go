@@ -32,8 +32,8 @@ import (
 
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/bbr"
-	"github.com/igw-dev/igw/pkg/epp/requestbody"
 	"github.com/igw-dev/igw/pkg/openaimodels"
+	"github.com/igw-dev/igw/pkg/requestbody"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 

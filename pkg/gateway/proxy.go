@@ -15,9 +15,9 @@ import (
 
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/epp/director"
-	"github.com/igw-dev/igw/pkg/epp/requestbody"
 	"github.com/igw-dev/igw/pkg/epp/responsestream"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/requestbody"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -86,8 +86,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		apierror.BadRequest("unreadable_body", "Reading the request body failed: %v", err).Write(w)
 		return
 	}
-	dec, apiErr := g.bbr.Route(r.Header, body)
+	// One pass over the body serves the router and the picker; the parser's
+	// memory (the prompt) is in use until the pick.
+	parser := g.parsers.Get().(*requestbody.Parser)
+	scanned := parser.Scan(body)
+	dec, apiErr := g.bbr.RouteScanned(r.Header, body, scanned)
 	if apiErr != nil {
+		g.parsers.Put(parser)
 		apiErr.Write(w)
 		return
 	}
@@ -96,11 +101,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	case dec.PassThrough && len(g.pools) == 1:
 		p = g.pools[0]
 	case dec.PassThrough:
+		g.parsers.Put(parser)
 		apierror.BadRequest("unsupported_content_type",
 			"Send a JSON body (Content-Type: application/json) naming a model: this gateway routes by model.").Write(w)
 		return
 	default:
 		if p = g.poolFor(dec.Model, dec.BaseModel); p == nil {
+			g.parsers.Put(parser)
 			apierror.ModelNotFound(dec.Model).Write(w)
 			return
 		}
@@ -113,8 +120,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 			req.Priority = n
 		}
 	}
-	parser := g.parsers.Get().(*requestbody.Parser)
-	parsed, perr := parser.Parse(body)
+	parsed, perr := scanned.Request()
 	if perr != nil && !dec.PassThrough {
 		g.parsers.Put(parser)
 		perr.Write(w)

@@ -33,9 +33,9 @@ import (
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
-	"github.com/igw-dev/igw/pkg/epp/requestbody"
 	"github.com/igw-dev/igw/pkg/epp/responsestream"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/requestbody"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 

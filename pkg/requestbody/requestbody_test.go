@@ -3,6 +3,7 @@ package requestbody
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestParseErrors(t *testing.T) {
 		"empty": "", "not json": "{model:", "truncated": `{"messages":`, "array": `[1]`, "no model": `{"prompt":"x"}`,
 		"model not string": `{"model":3}`, "empty model": `{"model":""}`, "trailing data": `{"model":"m"} {}`,
 		"unterminated string": `{"model":"m\"}`, "bad number": `{"model":"m","max_tokens":01}`, "missing comma": `{"model":"m" "stream":true}`,
-		"too deep": `{"model":"m","x":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`,
+		"too deep": `{"model":"m","x":` + strings.Repeat("[", maxNestingDepth+1) + strings.Repeat("]", maxNestingDepth+1) + `}`,
 	} {
 		_, err := Parse([]byte(body))
 		if err == nil || err.Status != 400 {
@@ -83,9 +84,9 @@ func TestParserReuseKeepsResultsCorrect(t *testing.T) {
 	}
 }
 
-// reference computes what Parse must return for valid JSON, with
+// requestReference computes what Parse must return for valid JSON, with
 // encoding/json: the same rules, written over decoded values.
-func reference(body []byte) (Request, bool) {
+func requestReference(body []byte) (Request, bool) {
 	var top map[string]any
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
@@ -172,14 +173,22 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"model":"m\u00e9","prompt":"\ud83d\ude00\n\"q\"\\","messages":{"x":1}}`))
 	f.Add([]byte(`{"model":"m","messages":[{"content":"c","role":"r"},3,{"role":null}],"input":"i"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		var p Parser
+		scanned := p.Scan(body)
+		if m, found, err := ExtractModel(body); scanned.Model != m || scanned.Found != found || fmt.Sprint(scanned.Err) != fmt.Sprint(err) {
+			t.Fatalf("Scan's model %q %v %v; ExtractModel %q %v %v", scanned.Model, scanned.Found, scanned.Err, m, found, err)
+		}
 		r, err := Parse(body)
+		if r2, err2 := scanned.Request(); r2 != r || (err2 == nil) != (err == nil) {
+			t.Fatalf("Scan's request %+v %v; Parse %+v %v", r2, err2, r, err)
+		}
 		if err != nil && (err.Status != 400 || len(err.JSON()) == 0) {
 			t.Fatalf("bad error %+v", err)
 		}
 		if !json.Valid(body) || !utf8.Valid(body) {
 			return // only the error shape is specified
 		}
-		want, ok := reference(body)
+		want, ok := requestReference(body)
 		if !ok {
 			if err == nil {
 				t.Fatalf("accepted %+v; encoding/json finds no model", r)

@@ -1,15 +1,20 @@
-// Package requestbody reads what the picker needs from an OpenAI request body
-// (chat completions, completions, responses, embeddings): the model, whether
-// the response streams, the token limit, and the prompt text flattened into
-// one string whose prefix is stable across turns of a conversation, for prefix
-// affinity.
+// Package requestbody reads what igw routes on from an OpenAI request body
+// (chat completions, completions, responses, embeddings), in one pass over
+// the bytes: the model, as the body-based router routes on it, and for the
+// picker whether the response streams, the token limit, and the prompt text
+// flattened into one string whose prefix is stable across turns of a
+// conversation, for prefix affinity.
 //
-// The body is scanned once, in place: the syntax is checked as the scan goes,
-// and the prompt field's text is decoded straight into a buffer the Parser
-// reuses between requests. No Go structures are built for the JSON.
+// The body is scanned in place with encoding/json's grammar, limits and error
+// messages: the syntax is checked as the scan goes, strings are stepped over
+// without decoding, and only the prompt field's text is decoded, straight
+// into a buffer the Parser reuses between requests. No Go structures are
+// built for the JSON. A body that arrives in pieces can be checked piece by
+// piece (Stream).
 package requestbody
 
 import (
+	"errors"
 	"slices"
 	"unsafe"
 
@@ -27,6 +32,34 @@ type Request struct {
 	MaxTokens int
 }
 
+// Body is what one scan of a request body found, for both readers of it.
+type Body struct {
+	// Model, Found and Err are ExtractModel's answer for the body: the body-based router's view.
+	Model string
+	Found bool
+	Err   error
+
+	req   Request
+	empty bool
+}
+
+// Request is the picker's view of the body: a body that is not one JSON
+// object, or has no string model, is a 400 in the OpenAI error shape.
+func (b Body) Request() (Request, *apierror.Error) {
+	var notString *ModelTypeError
+	switch {
+	case b.empty:
+		return Request{}, apierror.BadRequest("missing_body", "The request has no body; send an OpenAI JSON request.")
+	case b.Err != nil && !errors.As(b.Err, &notString):
+		return Request{}, apierror.BadRequest("invalid_json", "The request body must be one JSON object.")
+	case b.Model == "":
+		e := apierror.BadRequest("missing_model", "The request body must name a model in the `model` field.")
+		e.Param = "model"
+		return Request{}, e
+	}
+	return b.req, nil
+}
+
 // Parser parses bodies, reusing one prompt buffer. The zero value is ready.
 // Not safe for concurrent use.
 type Parser struct {
@@ -36,38 +69,39 @@ type Parser struct {
 // Cap is the capacity of p's buffer.
 func (p *Parser) Cap() int { return cap(p.buf) }
 
-// Parse reads body. A body that is not one JSON object, or has no string
-// model, is a 400 in the OpenAI error shape. The result's Prompt is owned by
-// the caller.
+// Parse reads body for the picker. The result's Prompt is owned by the caller.
 func Parse(body []byte) (Request, *apierror.Error) {
 	var p Parser
 	return p.Parse(body)
 }
 
 // Parse reads body like the package's Parse, but the result's Prompt shares
-// p's buffer: it is valid until the next call to p.Parse.
-func (p *Parser) Parse(body []byte) (Request, *apierror.Error) {
+// p's buffer: it is valid until the next call to p.
+func (p *Parser) Parse(body []byte) (Request, *apierror.Error) { return p.Scan(body).Request() }
+
+// Scan reads body once for both of its readers; the request's Prompt shares
+// p's buffer, valid until the next call to p.
+func (p *Parser) Scan(body []byte) Body {
 	if len(body) == 0 {
-		return Request{}, apierror.BadRequest("missing_body", "The request has no body; send an OpenAI JSON request.")
+		return Body{Err: &SyntaxError{msg: "unexpected end of JSON input"}, empty: true}
 	}
-	f, ok := p.scan(body)
-	if !ok {
-		return Request{}, apierror.BadRequest("invalid_json", "The request body must be one JSON object.")
+	p.buf = p.buf[:0]
+	s := &scanner{b: body}
+	f, valid, isObject := scanBody(s, &p.buf)
+	out := Body{}
+	out.Model, out.Found, out.Err = f.model.result(body, s, valid, isObject)
+	if out.Err != nil {
+		return out
 	}
-	if f.model == "" {
-		e := apierror.BadRequest("missing_model", "The request body must name a model in the `model` field.")
-		e.Param = "model"
-		return Request{}, e
-	}
-	r := Request{Model: f.model, Stream: f.stream}
+	out.req = Request{Model: out.Model, Stream: f.stream}
 	for _, v := range f.maxTokens {
 		if v > 0 && v < 1e9 {
-			r.MaxTokens = int(v)
+			out.req.MaxTokens = int(v)
 			break
 		}
 	}
-	r.Prompt = unsafe.String(unsafe.SliceData(p.buf), len(p.buf))
-	return r, nil
+	out.req.Prompt = unsafe.String(unsafe.SliceData(p.buf), len(p.buf))
+	return out
 }
 
 // span is a value's position in the body; end 0 means absent.
@@ -93,7 +127,7 @@ type source struct {
 // fields is what the scan found. A repeated key counts from its last
 // occurrence, as in encoding/json.
 type fields struct {
-	model  string
+	model  modelMember
 	stream bool
 	// maxTokens: max_tokens, max_completion_tokens, max_output_tokens, in order of precedence.
 	maxTokens [3]float64
@@ -119,17 +153,13 @@ func (f *fields) source() source {
 	return source{}
 }
 
-// scan checks body's syntax, reads the scalar fields, and decodes the prompt
-// into p.buf. The prompt field is decoded where the scan meets it, if it wins
-// over the fields seen so far; only when a later key changes the winner
-// (messages after prompt, say) is the winner decoded again from its span.
-func (p *Parser) scan(body []byte) (fields, bool) {
-	var f fields
-	p.buf = p.buf[:0]
-	s := &scanner{b: body}
-	if s.peek() != '{' {
-		return f, false
-	}
+// scanBody checks the document's syntax and reads its top-level fields. With
+// a prompt buffer it also decodes the prompt into *buf: the prompt field is
+// decoded where the scan meets it, if it wins over the fields seen so far;
+// only when a later key changes the winner (messages after prompt, say) is
+// the winner decoded again from its span. Without one (nil) it reads only
+// the model, which is all the body-based router needs.
+func scanBody(s *scanner, buf *[]byte) (f fields, valid, isObject bool) {
 	// promptField reads a prompt field's value into *sp; counts tells
 	// whether its type lets it count (a messages string does not).
 	promptField := func(sp *span, counts bool) bool {
@@ -146,32 +176,31 @@ func (p *Parser) scan(body []byte) (fields, bool) {
 			return ok
 		}
 		var ok bool
-		p.buf, ok = appendSource(p.buf[:0], s, body, src)
+		*buf, ok = appendSource((*buf)[:0], s, s.b, src)
 		sp.end = s.i
 		src.value.end = s.i
 		f.written = src
 		return ok
 	}
-	ok := s.object(func(key []byte) bool {
-		switch c := s.peek(); {
-		case keyIs(key, "model"):
-			f.model = ""
-			if c == '"' {
-				var ok bool
-				f.model, ok = s.text()
-				return ok
-			}
+	member := func(key []byte, escaped bool) bool {
+		c := s.next()
+		if keyIs(key, escaped, "model") {
+			return f.model.read(s, c)
+		}
+		if buf == nil {
 			return s.value()
-		case keyIs(key, "stream"):
+		}
+		switch {
+		case keyIs(key, escaped, "stream"):
 			f.stream = c == 't'
 			return s.value()
-		case keyIs(key, "messages"):
+		case keyIs(key, escaped, "messages"):
 			return promptField(&f.messages, c == '[')
-		case keyIs(key, "input"):
+		case keyIs(key, escaped, "input"):
 			return promptField(&f.input, true)
-		case keyIs(key, "prompt"):
+		case keyIs(key, escaped, "prompt"):
 			return promptField(&f.prompt, true)
-		case keyIs(key, "instructions"):
+		case keyIs(key, escaped, "instructions"):
 			f.instructions = span{}
 			start := s.i
 			ok := s.value()
@@ -181,9 +210,9 @@ func (p *Parser) scan(body []byte) (fields, bool) {
 			return ok
 		}
 		for i, k := range maxTokenKeys {
-			if keyIs(key, k) {
+			if keyIs(key, escaped, k) {
 				f.maxTokens[i] = 0
-				if c := s.peek(); c == '-' || '0' <= c && c <= '9' {
+				if c == '-' || '0' <= c && c <= '9' {
 					var ok bool
 					f.maxTokens[i], ok = s.float()
 					return ok
@@ -192,14 +221,14 @@ func (p *Parser) scan(body []byte) (fields, bool) {
 			}
 		}
 		return s.value()
-	})
-	if !ok || s.peek() != 0 {
-		return f, false
 	}
-	if src := f.source(); src != f.written {
-		p.buf, _ = appendSource(p.buf[:0], &scanner{b: body[:src.value.end], i: src.value.start}, body, src)
+	valid, isObject = s.document(member)
+	if valid && buf != nil {
+		if src := f.source(); src != f.written {
+			*buf, _ = appendSource((*buf)[:0], &scanner{b: s.b[:src.value.end], i: src.value.start}, s.b, src)
+		}
 	}
-	return f, true
+	return f, valid, isObject
 }
 
 // appendSource writes src's prompt text; s is at src's value and consumes it.
@@ -215,7 +244,7 @@ func appendSource(dst []byte, s *scanner, body []byte, src source) ([]byte, bool
 			dst, _ = (&scanner{b: body[:in.end], i: in.start}).appendText(dst)
 			dst = append(dst, '\n')
 		}
-		if s.peek() == '[' && firstElementIsObject(s) {
+		if s.next() == '[' && firstElementIsObject(s) {
 			return appendMessages(dst, s)
 		}
 		return appendStrings(dst, s)
@@ -228,7 +257,7 @@ func appendSource(dst []byte, s *scanner, body []byte, src source) ([]byte, bool
 func firstElementIsObject(s *scanner) bool {
 	probe := *s
 	probe.i++
-	return probe.peek() == '{'
+	return probe.next() == '{'
 }
 
 // appendMessages writes each message as "role\ncontent\n". The content is
@@ -237,7 +266,7 @@ func firstElementIsObject(s *scanner) bool {
 // follow.
 func appendMessages(dst []byte, s *scanner) ([]byte, bool) {
 	ok := s.array(func() bool {
-		if s.peek() != '{' {
+		if s.next() != '{' {
 			dst = append(dst, '\n', '\n')
 			return s.value()
 		}
@@ -253,12 +282,15 @@ func appendMessages(dst []byte, s *scanner) ([]byte, bool) {
 			prefix, stale = len(text), false
 		}
 		content := false
-		ok := s.object(func(key []byte) bool {
+		ok := s.object(func(key []byte, escaped bool) bool {
 			switch {
-			case keyIs(key, "role"):
+			case keyIs(key, escaped, "role"):
 				role = nil
-				if s.peek() == '"' {
-					role, _ = s.str()
+				if s.next() == '"' {
+					var ok bool
+					if role, _, ok = s.rawString(); !ok {
+						return false
+					}
 				} else if !s.value() {
 					return false
 				}
@@ -266,7 +298,7 @@ func appendMessages(dst []byte, s *scanner) ([]byte, bool) {
 					setRole() // nothing after it yet: no move
 				}
 				return true
-			case keyIs(key, "content"):
+			case keyIs(key, escaped, "content"):
 				if dst = dst[:msg+prefix]; stale {
 					setRole() // the previous content is dropped: no move
 				}
@@ -290,24 +322,24 @@ func appendMessages(dst []byte, s *scanner) ([]byte, bool) {
 // (a string part, or field "text") is written in order; other parts (images,
 // audio) are skipped.
 func appendContent(dst []byte, s *scanner) ([]byte, bool) {
-	switch s.peek() {
+	switch s.next() {
 	case '"':
 		return s.appendText(dst)
 	case '[':
 		ok := s.array(func() bool {
-			switch s.peek() {
+			switch s.next() {
 			case '"':
 				var ok bool
 				dst, ok = s.appendText(dst)
 				return ok
 			case '{':
 				part := len(dst)
-				return s.object(func(key []byte) bool {
-					if !keyIs(key, "text") {
+				return s.object(func(key []byte, escaped bool) bool {
+					if !keyIs(key, escaped, "text") {
 						return s.value()
 					}
 					dst = dst[:part] // a repeated key counts from its last occurrence
-					if s.peek() == '"' {
+					if s.next() == '"' {
 						var ok bool
 						dst, ok = s.appendText(dst)
 						return ok
@@ -325,13 +357,13 @@ func appendContent(dst []byte, s *scanner) ([]byte, bool) {
 // appendStrings writes a string, or a list's strings joined by newlines
 // (other elements, such as token IDs, are skipped).
 func appendStrings(dst []byte, s *scanner) ([]byte, bool) {
-	switch s.peek() {
+	switch s.next() {
 	case '"':
 		return s.appendText(dst)
 	case '[':
 		first := true
 		ok := s.array(func() bool {
-			if s.peek() != '"' {
+			if s.next() != '"' {
 				return s.value()
 			}
 			if !first {

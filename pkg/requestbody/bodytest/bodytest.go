@@ -1,31 +1,27 @@
-package bbr
+// Package bodytest holds OpenAI request bodies for the tests and benchmarks
+// of the packages that read them (requestbody, the body-based router, the
+// picker, the gateway): real bodies of the four APIs as SDKs and tools send
+// them, and large ones built to size.
+package bodytest
 
 import (
-	"os"
-	"path/filepath"
+	"embed"
 	"strings"
-	"testing"
 )
 
-type apiBody struct {
-	name  string
-	path  string // the endpoint the body is sent to
-	body  []byte
-	model string
+// Body is one request body.
+type Body struct {
+	Name  string
+	Path  string // the endpoint it is sent to
+	Body  []byte
+	Model string
 }
 
-// apiBodies are real request bodies of the four OpenAI APIs the gateway routes,
-// as SDKs and tools send them (testdata/requests), plus large ones built here.
-func apiBodies() []apiBody {
-	return append(requestFiles(),
-		apiBody{"chat_1MiB_prompt_model_last", "/v1/chat/completions", chatBody(1<<20, "llama-3-70b", true), "llama-3-70b"},
-		apiBody{"chat_1MiB_prompt_model_first", "/v1/chat/completions", chatBody(1<<20, "llama-3-70b", false), "llama-3-70b"},
-		apiBody{"embeddings_64KiB_tokens", "/v1/embeddings", tokenBody(64 << 10), "bge"},
-	)
-}
+//go:embed requests/*.json
+var requests embed.FS
 
-// requestFiles are the bodies of testdata/requests.
-func requestFiles() []apiBody {
+// Requests are the real bodies (requests/*.json).
+func Requests() []Body {
 	files := []struct{ file, path, model string }{
 		{"chat_completions.json", "/v1/chat/completions", "meta-llama/Llama-3.1-8B-Instruct"},
 		{"chat_completions_lora.json", "/v1/chat/completions", "sql-lora"},
@@ -36,20 +32,30 @@ func requestFiles() []apiBody {
 		{"responses.json", "/v1/responses", "openai/gpt-oss-20b"},
 		{"responses_string_input.json", "/v1/responses", "gpt-oss-120b-lora-pirate"},
 	}
-	var out []apiBody
+	var out []Body
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join("testdata", "requests", f.file))
+		b, err := requests.ReadFile("requests/" + f.file)
 		if err != nil {
 			panic(err)
 		}
-		out = append(out, apiBody{name: strings.TrimSuffix(f.file, ".json"), path: f.path, body: b, model: f.model})
+		out = append(out, Body{Name: strings.TrimSuffix(f.file, ".json"), Path: f.path, Body: b, Model: f.model})
 	}
 	return out
 }
 
-// chatBody is a chat completion whose user message is about size bytes of text with
+// All are the real bodies plus large ones: 1 MiB chats with the model first
+// and last, and a 64 KiB pre-tokenized embeddings request.
+func All() []Body {
+	return append(Requests(),
+		Body{"chat_1MiB_prompt_model_last", "/v1/chat/completions", Chat(1<<20, "llama-3-70b", true), "llama-3-70b"},
+		Body{"chat_1MiB_prompt_model_first", "/v1/chat/completions", Chat(1<<20, "llama-3-70b", false), "llama-3-70b"},
+		Body{"embeddings_64KiB_tokens", "/v1/embeddings", Tokens(64 << 10), "bge"},
+	)
+}
+
+// Chat is a chat completion whose user message is about size bytes of text with
 // the quotes, backslashes and newlines real prompts (code, logs) are full of.
-func chatBody(size int, model string, modelLast bool) []byte {
+func Chat(size int, model string, modelLast bool) []byte {
 	line := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(`func main() { fmt.Println("hello, \"world\"") } // a\b\n`) + `\n`
 	var content strings.Builder
 	content.Grow(size + len(line))
@@ -63,8 +69,8 @@ func chatBody(size int, model string, modelLast bool) []byte {
 	return []byte(`{"model":"` + model + `",` + msgs + `,"stream":true,"max_tokens":512}`)
 }
 
-// tokenBody is an embeddings request whose input is pre-tokenized: a number-heavy body.
-func tokenBody(size int) []byte {
+// Tokens is an embeddings request whose input is pre-tokenized: a number-heavy body.
+func Tokens(size int) []byte {
 	var b strings.Builder
 	b.WriteString(`{"input":[[`)
 	for i := 0; b.Len() < size; i++ {
@@ -75,16 +81,4 @@ func tokenBody(size int) []byte {
 	}
 	b.WriteString(`]],"model":"bge"}`)
 	return []byte(b.String())
-}
-
-func TestExtractModelFromRealBodies(t *testing.T) {
-	for _, b := range apiBodies() {
-		t.Run(b.name, func(t *testing.T) {
-			model, found, err := ExtractModel(b.body)
-			if err != nil || !found || model != b.model {
-				t.Fatalf("ExtractModel = %q, %v, %v; want %q", model, found, err, b.model)
-			}
-			checkAgainstReference(t, b.body)
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package bbr
+package requestbody
 
 import (
 	"bytes"
@@ -9,10 +9,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 )
 
 // outcome classifies what a body means for routing.
@@ -76,37 +80,73 @@ func classify(model string, found bool, err error) (outcome, string) {
 	return outFound, model
 }
 
-// scanInChunks feeds doc to one scanner chunk bytes at a time, as a streamed body arrives.
+// scanInChunks feeds doc to a Stream chunk bytes at a time, as a streamed body arrives.
 func scanInChunks(doc []byte, chunk int) (string, bool, error) {
-	var s modelScanner
+	var st Stream
+	defer st.Close()
 	for end := chunk; end < len(doc); end += chunk {
-		if err := s.scan(doc[:end], false); err != nil {
+		if err := st.Write(doc[:end]); err != nil {
 			return "", false, err
 		}
 	}
-	if err := s.scan(doc, true); err != nil {
-		return "", false, err
+	return st.Finish(doc)
+}
+
+// jsonSyntaxError is encoding/json's error for doc, nil when it is valid.
+func jsonSyntaxError(doc []byte) *json.SyntaxError {
+	var v json.RawMessage
+	var se *json.SyntaxError
+	if errors.As(json.Unmarshal(doc, &v), &se) {
+		return se
 	}
-	return s.model(doc)
+	return nil
+}
+
+// checkSyntaxError fails t unless err is encoding/json's error for doc, with
+// the offset of the offending byte (encoding/json counts the bytes it read,
+// one more). Two differences are kept, as the body-based router has always
+// answered: where encoding/json ends a truncated \u escape or number by
+// feeding it a space ("invalid character ' ' ..." at the end), the scanner
+// says the input ended; and too deep a document is "exceeding the maximum
+// nesting depth" where encoding/json says "exceeded max depth".
+func checkSyntaxError(t *testing.T, doc []byte, err error) {
+	t.Helper()
+	var got *SyntaxError
+	if !errors.As(err, &got) {
+		return
+	}
+	want := jsonSyntaxError(doc)
+	switch {
+	case want == nil:
+		t.Fatalf("%.200q: %v; encoding/json finds no syntax error", doc, err)
+	case got.msg == "unexpected end of JSON input" && got.Offset == int64(len(doc)) && want.Offset == int64(len(doc)):
+	case strings.HasSuffix(got.msg, "exceeding the maximum nesting depth") && strings.HasSuffix(want.Error(), "exceeded max depth") && got.Offset+1 == want.Offset:
+	case got.msg != want.Error() || got.Offset+1 != want.Offset:
+		t.Fatalf("%.200q: %q at %d; encoding/json says %q at %d", doc, got.msg, got.Offset, want.Error(), want.Offset)
+	}
 }
 
 // checkAgainstReference fails t when ExtractModel, whole or in chunks, disagrees
-// with encoding/json on doc.
+// with encoding/json on doc: on the outcome, and on the error of an invalid one.
 func checkAgainstReference(t *testing.T, doc []byte) {
 	t.Helper()
 	wantOut, wantModel := reference(doc)
-	gotOut, gotModel := classify(ExtractModel(doc))
+	model, found, err := ExtractModel(doc)
+	gotOut, gotModel := classify(model, found, err)
 	if gotOut != wantOut || gotModel != wantModel {
-		t.Fatalf("ExtractModel(%q) = %v %q; encoding/json says %v %q", doc, gotOut, gotModel, wantOut, wantModel)
+		t.Fatalf("ExtractModel(%.200q) = %v %q; encoding/json says %v %q", doc, gotOut, gotModel, wantOut, wantModel)
 	}
+	checkSyntaxError(t, doc, err)
 	for _, chunk := range []int{1, 3, 64} {
 		if chunk >= len(doc) {
 			break
 		}
-		out, model := classify(scanInChunks(doc, chunk))
-		if out != wantOut || model != wantModel {
-			t.Fatalf("in %d-byte chunks, %q = %v %q; encoding/json says %v %q", chunk, doc, out, model, wantOut, wantModel)
+		model, found, err := scanInChunks(doc, chunk)
+		out, m := classify(model, found, err)
+		if out != wantOut || m != wantModel {
+			t.Fatalf("in %d-byte chunks, %.200q = %v %q; encoding/json says %v %q", chunk, doc, out, m, wantOut, wantModel)
 		}
+		checkSyntaxError(t, doc, err)
 	}
 }
 
@@ -202,8 +242,8 @@ func FuzzExtractModel(f *testing.F) {
 	for _, s := range seedCorpus {
 		f.Add([]byte(s))
 	}
-	for _, b := range requestFiles() { // small: large seeds make the fuzzer crawl
-		f.Add(b.body)
+	for _, b := range bodytest.Requests() { // small: large seeds make the fuzzer crawl
+		f.Add(b.Body)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		checkAgainstReference(t, doc)
@@ -215,8 +255,8 @@ func FuzzExtractModel(f *testing.F) {
 // replays them. -fuzzcache also replays a fuzzer cache directory in full, and
 // -update-corpus rewrites the file from it:
 //
-//	go test ./pkg/bbr -run TestFuzzCorpus -v \
-//	    -fuzzcache "$(go env GOCACHE)/fuzz/github.com/igw-dev/igw/pkg/bbr/FuzzExtractModel" [-update-corpus]
+//	go test ./pkg/requestbody -run TestFuzzCorpus -v \
+//	    -fuzzcache "$(go env GOCACHE)/fuzz/github.com/igw-dev/igw/pkg/requestbody/FuzzExtractModel" [-update-corpus]
 var (
 	fuzzCache    = flag.String("fuzzcache", "", "fuzzer cache directory of FuzzExtractModel to replay")
 	updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz_corpus.txt from -fuzzcache")
@@ -413,3 +453,80 @@ func damage(rng *rand.Rand, doc []byte) []byte {
 }
 
 func pick(rng *rand.Rand, options ...string) string { return options[rng.IntN(len(options))] }
+
+func TestExtractModelFromRealBodies(t *testing.T) {
+	for _, b := range bodytest.All() {
+		t.Run(b.Name, func(t *testing.T) {
+			model, found, err := ExtractModel(b.Body)
+			if err != nil || !found || model != b.Model {
+				t.Fatalf("ExtractModel = %q, %v, %v; want %q", model, found, err, b.Model)
+			}
+			checkAgainstReference(t, b.Body)
+		})
+	}
+}
+
+// TestStreamRefusesAtThePieceThatShowsIt: an error shows in the Write of the
+// piece that has it, in the first piece (scanned whole) and in later ones
+// (scanned by the coroutine), and Finish gives ExtractModel's answer.
+func TestStreamRefusesAtThePieceThatShowsIt(t *testing.T) {
+	pieces := func(ps ...string) [][]byte {
+		var out [][]byte
+		doc := ""
+		for _, p := range ps {
+			doc += p
+			out = append(out, []byte(doc))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		docs    [][]byte
+		failsAt int // the Write that fails; -1 for none
+	}{
+		{pieces(`{"model":"m",]`), 0},
+		{pieces(`{"model":"m",`, `]`), 1},
+		{pieces(`{"model":"m", `, `"p":"ab`, "\x01", `"}`), 2},
+		{pieces(`{"mo`, `del":"m`, `x","a":[1,`, `2]}`), -1},
+		{pieces(`{"model":"m"}`), -1},
+		{pieces(`{"model":"m"}`, ` `, ` x`), 2},
+	} {
+		var st Stream
+		failed := -1
+		for i, doc := range c.docs {
+			if err := st.Write(doc); err != nil {
+				failed = i
+				break
+			}
+		}
+		if failed != c.failsAt {
+			t.Errorf("%q: the write of piece %d failed, want %d", c.docs[len(c.docs)-1], failed, c.failsAt)
+		}
+		doc := c.docs[len(c.docs)-1]
+		m, found, err := st.Finish(doc)
+		wm, wfound, werr := ExtractModel(doc)
+		if m != wm || found != wfound || fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Errorf("%q: Finish %q %v %v; ExtractModel %q %v %v", doc, m, found, err, wm, wfound, werr)
+		}
+		st.Close()
+	}
+}
+
+// TestStreamCloseReleasesTheScan: a scan abandoned mid-body (the client went
+// away) ends when its Stream is closed, instead of waiting forever for the
+// next piece.
+func TestStreamCloseReleasesTheScan(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for range 100 {
+		var st Stream
+		_ = st.Write([]byte(`{"model":"m","messages":[`))
+		_ = st.Write([]byte(`{"model":"m","messages":[{"role":"user","content":"hel`))
+		st.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines before, %d after closing 100 abandoned streams", before, runtime.NumGoroutine())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 )
 
 // BenchmarkParse512KiB parses a 512 KiB chat body (plain text; a newline every
@@ -55,4 +57,43 @@ func BenchmarkParseSmall(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkScanOnce is what the standalone gateway reads of each body: the
+// router's model and the picker's request, from one Scan, against the two
+// passes it made before (ExtractModel, then Parse), in the same run.
+//
+//	go test ./pkg/requestbody -run '^$' -bench BenchmarkScanOnce
+func BenchmarkScanOnce(b *testing.B) {
+	for _, body := range []struct {
+		name string
+		body []byte
+	}{{"code-64KiB", bodytest.Chat(64<<10, "llama", true)}, {"prose-512KiB", prose(512 << 10)}} {
+		var p Parser
+		b.Run(body.name+"/scan", func(b *testing.B) {
+			b.SetBytes(int64(len(body.body)))
+			for b.Loop() {
+				if _, err := p.Scan(body.body).Request(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(body.name+"/two-passes", func(b *testing.B) {
+			b.SetBytes(int64(len(body.body)))
+			for b.Loop() {
+				if _, _, err := ExtractModel(body.body); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Parse(body.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// prose is a chat body of about size bytes of plain text.
+func prose(size int) []byte {
+	content, _ := json.Marshal(strings.Repeat("lorem ipsum ", size/12+1))
+	return []byte(fmt.Sprintf(`{"model":"llama","stream":true,"messages":[{"role":"user","content":%s}]}`, content))
 }
