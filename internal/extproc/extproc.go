@@ -4,15 +4,29 @@
 package extproc
 
 import (
+	"errors"
+	"io"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/wire"
 )
+
+// Recv returns the stream's next message; nil, with a nil error, once Envoy
+// has ended the stream (EOF, or the request cancelled), which is no failure.
+func Recv(srv extprocv3.ExternalProcessor_ProcessServer) (*extprocv3.ProcessingRequest, error) {
+	req, err := srv.Recv()
+	if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+		return nil, nil
+	}
+	return req, err
+}
 
 // SetHeader sets key to value, replacing any value the request has. The value
 // goes in raw_value: Envoy ignores value when raw_value is set.

@@ -14,15 +14,10 @@ import (
 func NewAdapterMappingFile(path string, interval time.Duration, r *Router, metrics *Metrics, log *slog.Logger) *filewatch.File {
 	return &filewatch.File{
 		Path: path, Interval: interval, What: "adapter mapping", Log: log,
-		Apply: func(data []byte) error {
-			adapters, err := ParseAdapterMapping(data)
-			if err != nil {
-				return err
-			}
+		Apply: filewatch.Parsed(ParseAdapterMapping, func(adapters map[string]string) {
 			r.SetAdapters(adapters)
 			metrics.adaptersInUse(len(adapters))
-			return nil
-		},
+		}),
 		OnLoad: func(err error, _ time.Time) { metrics.reloaded(err) },
 	}
 }

@@ -64,12 +64,7 @@ func TestMarshalAdapterMappingRoundTrips(t *testing.T) {
 }
 
 func TestAdapterMappingFileKeepsTheLastGoodMapping(t *testing.T) {
-	path := filepath.Join(t.TempDir(), AdapterMappingFileName)
-	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	path, write := tempFile(t, AdapterMappingFileName)
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 	r := NewRouter(RouterConfig{Metrics: metrics})
@@ -113,5 +108,17 @@ func TestAdapterMappingFileKeepsTheLastGoodMapping(t *testing.T) {
 	}
 	if st := f.Status(); !st.Loaded || st.Error != "" {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// tempFile is a file named name in a fresh directory, and a function that
+// writes it.
+func tempFile(t *testing.T, name string) (string, func(string)) {
+	path := filepath.Join(t.TempDir(), name)
+	return path, func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

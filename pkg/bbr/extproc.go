@@ -1,9 +1,7 @@
 package bbr
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -64,11 +62,8 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		}
 	}()
 	for {
-		req, err := srv.Recv()
-		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
-			return nil
-		}
-		if err != nil {
+		req, err := extproc.Recv(srv)
+		if req == nil {
 			return err
 		}
 		if pc := req.GetProtocolConfig(); pc != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -217,7 +218,7 @@ func TestPassThroughIsUntouched(t *testing.T) {
 					if m.mode == Streamed {
 						want = slicesDelete(want, "content-length") // Envoy drops it itself
 					}
-					if !equalHeaders(res.RequestHeaders, want) || !bytes.Equal(res.RequestBody, tc.req.Body) {
+					if !slices.Equal(res.RequestHeaders, want) || !bytes.Equal(res.RequestBody, tc.req.Body) {
 						t.Fatalf("request changed:\n%v\nwant\n%v", res.RequestHeaders, want)
 					}
 					if res.RouteCacheCleared || string(res.ResponseBody) != "response" {
@@ -243,18 +244,6 @@ func request(method, path, contentType string, body []byte) extproctest.Request 
 		h = append(h, extproctest.Header{Key: "content-length", Value: strconv.Itoa(len(body))})
 	}
 	return extproctest.Request{Headers: h, Body: body}
-}
-
-func equalHeaders(a, b extproctest.Headers) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func hasMutation(m *extprocv3.ProcessingResponse) bool {

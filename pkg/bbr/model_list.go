@@ -19,15 +19,10 @@ const ModelListFileName = openaimodels.FileName
 func NewModelListFile(path string, interval time.Duration, list *openaimodels.Catalog, metrics *Metrics, log *slog.Logger) *filewatch.File {
 	return &filewatch.File{
 		Path: path, Interval: interval, What: "model list", Log: log,
-		Apply: func(data []byte) error {
-			entries, err := openaimodels.ParseFile(data)
-			if err != nil {
-				return err
-			}
+		Apply: filewatch.Parsed(openaimodels.ParseFile, func(entries []openaimodels.Entry) {
 			list.Set(entries)
 			metrics.modelsListed(len(entries))
-			return nil
-		},
+		}),
 		OnLoad: func(err error, _ time.Time) { metrics.modelListReloaded(err) },
 	}
 }

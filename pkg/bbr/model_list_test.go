@@ -65,12 +65,7 @@ func serveList(t *testing.T, c *openaimodels.Catalog) []string {
 }
 
 func TestModelListFileKeepsTheLastGoodList(t *testing.T) {
-	path := filepath.Join(t.TempDir(), ModelListFileName)
-	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	path, write := tempFile(t, ModelListFileName)
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 	var list openaimodels.Catalog

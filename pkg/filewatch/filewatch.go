@@ -58,6 +58,19 @@ type File struct {
 	status  Status
 }
 
+// Parsed is an Apply that reads the file with parse and puts the result into
+// effect with apply; a parse error changes nothing.
+func Parsed[T any](parse func([]byte) (T, error), apply func(T)) func([]byte) error {
+	return func(data []byte) error {
+		v, err := parse(data)
+		if err != nil {
+			return err
+		}
+		apply(v)
+		return nil
+	}
+}
+
 // Load reads the file once and applies it if it changed. The error says why the
 // file on disk is not in effect; an unchanged file gets the same answer as before.
 func (f *File) Load() error {

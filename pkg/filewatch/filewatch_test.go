@@ -181,3 +181,22 @@ func TestRunPicksUpChanges(t *testing.T) {
 		t.Fatalf("applied %q", got)
 	}
 }
+
+func TestParsedAppliesOnlyWhatParses(t *testing.T) {
+	var got []string
+	apply := Parsed(func(data []byte) (string, error) {
+		if len(data) == 0 {
+			return "", errors.New("empty")
+		}
+		return strings.ToUpper(string(data)), nil
+	}, func(v string) { got = append(got, v) })
+	if err := apply([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(nil); err == nil || err.Error() != "empty" {
+		t.Fatalf("a parse error came back as %v", err)
+	}
+	if strings.Join(got, ",") != "A" {
+		t.Fatalf("applied %q, want only the parsed A", got)
+	}
+}

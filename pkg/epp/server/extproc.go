@@ -14,8 +14,6 @@
 package server
 
 import (
-	"errors"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -182,11 +180,8 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	defer s.finish(x, false)
 	defer x.releaseScratch()
 	for {
-		req, err := srv.Recv()
-		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
-			return nil
-		}
-		if err != nil {
+		req, err := extproc.Recv(srv)
+		if req == nil {
 			return err
 		}
 		var replies []*extprocv3.ProcessingResponse

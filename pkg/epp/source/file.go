@@ -63,17 +63,12 @@ type File struct {
 func (f *File) watched() *filewatch.File {
 	f.once.Do(func() {
 		f.file = &filewatch.File{Path: f.Path, Interval: f.Interval, What: "endpoints file", Log: f.Log,
-			Apply: func(data []byte) error {
-				eps, err := ParseEndpoints(data)
-				if err != nil {
-					return err
-				}
+			Apply: filewatch.Parsed(ParseEndpoints, func(eps []datastore.Endpoint) {
 				added, removed := f.Store.SetEndpoints(eps)
 				if len(added)+len(removed) > 0 {
 					f.file.Log.Info("endpoints changed", "file", f.Path, "added", added, "removed", removed, "total", len(eps))
 				}
-				return nil
-			}}
+			})}
 		if f.file.Log == nil {
 			f.file.Log = slog.Default()
 		}
