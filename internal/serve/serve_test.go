@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/igw-dev/igw/internal/servetest"
@@ -40,15 +38,9 @@ func TestGroupServesReportsAndStops(t *testing.T) {
 	}
 	stop := servetest.Start(t, "the group", g.Run)
 
-	conn, err := grpc.NewClient(g.Addr("health"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	for _, svc := range []string{"", ExtProcService} {
-		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
-		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			t.Fatalf("health %q: %v %v", svc, resp, err)
+		if st := servetest.Health(t, g.Addr("health"), svc); st != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health %q: %v", svc, st)
 		}
 	}
 	get := func(path string) (int, string) {

@@ -9,6 +9,10 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // RunFunc is a server's Run.
@@ -55,4 +59,22 @@ func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Since(t0)
+}
+
+// Health is the grpc.health.v1 status the server at addr reports for
+// service; UNKNOWN when it does not answer within 5 s.
+func Health(t testing.TB, addr, service string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN
+	}
+	return res.GetStatus()
 }

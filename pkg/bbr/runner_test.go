@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/igw-dev/igw/internal/serve"
@@ -101,15 +99,9 @@ func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
 	o.AdapterMappingFile, o.AdapterMappingPollInterval = mapping.path(AdapterMappingFileName), 5*time.Millisecond
 	r := startRunner(t, o)
 
-	conn, err := grpc.NewClient(r.Addr("health"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	for _, service := range []string{"", serve.ExtProcService} {
-		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
-		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			t.Fatalf("health of %q: %v %v", service, resp, err)
+		if st := servetest.Health(t, r.Addr("health"), service); st != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q: %v", service, st)
 		}
 	}
 

@@ -16,9 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -152,18 +150,7 @@ func (p *pool) lease(t *testing.T) *coordinationv1.Lease {
 // healthOf asks a replica's gRPC health service, as the kubelet's probe does.
 func healthOf(t *testing.T, r *Runner) healthpb.HealthCheckResponse_ServingStatus {
 	t.Helper()
-	conn, err := grpc.NewClient(r.Addr("health"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: serve.ExtProcService})
-	if err != nil {
-		return healthpb.HealthCheckResponse_UNKNOWN
-	}
-	return res.GetStatus()
+	return servetest.Health(t, r.Addr("health"), serve.ExtProcService)
 }
 
 // readyz is a replica's /readyz: the status code and the detail.
