@@ -1,5 +1,7 @@
-// Package metrics holds the endpoint picker's own Prometheus metrics. Names are
-// constants so dashboards, alerts and tests refer to one spelling.
+// Package metrics holds the endpoint picker's Prometheus metrics: igw's own
+// (igw_epp_*) and, beside them, the Gateway API Inference Extension's names
+// (inference_objective_*, inference_pool_*, inference_extension_*; compat.go).
+// Names are constants so dashboards, alerts and tests refer to one spelling.
 package metrics
 
 import (
@@ -21,6 +23,7 @@ const (
 	Responses                = "igw_epp_responses_total"
 	EndpointPicks            = "igw_epp_endpoint_picks_total"
 	EndpointTTFT             = "igw_epp_endpoint_time_to_first_token_seconds"
+	EndpointPredictedTTFT    = "igw_epp_endpoint_predicted_time_to_first_token_seconds"
 	EndpointInterToken       = "igw_epp_endpoint_inter_token_seconds"
 	EndpointPrefillRate      = "igw_epp_endpoint_prefill_tokens_per_second"
 	EndpointDecodeStep       = "igw_epp_endpoint_decode_step_seconds"
@@ -46,6 +49,7 @@ type Metrics struct {
 	Responses          *prometheus.CounterVec   // code
 	Picks              *prometheus.CounterVec   // endpoint
 	TTFT               *prometheus.HistogramVec // endpoint
+	PredictedTTFT      *prometheus.HistogramVec // endpoint
 	InterToken         *prometheus.HistogramVec // endpoint
 	PrefillRate        *prometheus.GaugeVec     // endpoint
 	DecodeStep         *prometheus.GaugeVec     // endpoint
@@ -59,6 +63,9 @@ type Metrics struct {
 	ConfigLastReload   prometheus.Gauge
 	Leader             prometheus.Gauge   // 1 while this replica serves picks
 	StandbyRefusals    prometheus.Counter // ext_proc streams a standby refused
+
+	objective *objectiveMetrics
+	pool      *poolCollector
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 4, 8, 16, 32}
@@ -67,7 +74,7 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 4, 8, 16
 func New() *Metrics {
 	r := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
-	m := &Metrics{Registry: r}
+	m := &Metrics{Registry: r, objective: newObjectiveMetrics(), pool: newPoolCollector()}
 	m.Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: SchedulingDecisions,
 		Help: "Scheduling decisions by reason (scored, shed, no-endpoints, ...)."}, []string{"reason"})
 	m.SchedulingDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: SchedulingDuration,
@@ -81,6 +88,8 @@ func New() *Metrics {
 		Help: "Requests sent to each endpoint as destination."}, []string{"endpoint"})
 	m.TTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: EndpointTTFT,
 		Help: "Time from pick to the first streamed output event, per endpoint.", Buckets: latencyBuckets}, []string{"endpoint"})
+	m.PredictedTTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: EndpointPredictedTTFT,
+		Help: "Time to first token the timing model predicted at pick (see PredictedTTFT), per endpoint.", Buckets: latencyBuckets}, []string{"endpoint"})
 	m.InterToken = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: EndpointInterToken,
 		Help: "Time between streamed output events, per endpoint.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 12)}, []string{"endpoint"})
 	m.PrefillRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: EndpointPrefillRate,
@@ -107,9 +116,12 @@ func New() *Metrics {
 	m.StandbyRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: StandbyRefusals,
 		Help: "ext_proc streams refused with UNAVAILABLE because this replica is a standby; more than a trickle means the proxy reaches standbys."})
 	for _, c := range []prometheus.Collector{m.Decisions, m.SchedulingDuration, m.RequestPathLatency, m.Responses,
-		m.Picks, m.TTFT, m.InterToken, m.PrefillRate, m.DecodeStep, m.Tokens, m.Scrapes, m.ScrapeDuration,
+		m.Picks, m.TTFT, m.PredictedTTFT, m.InterToken, m.PrefillRate, m.DecodeStep, m.Tokens, m.Scrapes, m.ScrapeDuration,
 		m.ModelListReads, m.Endpoints, m.ConfigReloads, m.ConfigValid, m.ConfigLastReload, m.Leader, m.StandbyRefusals,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		m.pool, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	for _, c := range m.objective.collectors() {
 		f(c)
 	}
 	for _, reason := range director.Reasons {
@@ -141,6 +153,7 @@ func Code(status int) string { return strconv.Itoa(status) }
 func (m *Metrics) ForgetEndpoint(key string) {
 	m.Picks.DeleteLabelValues(key)
 	m.TTFT.DeleteLabelValues(key)
+	m.PredictedTTFT.DeleteLabelValues(key)
 	m.InterToken.DeleteLabelValues(key)
 	m.PrefillRate.DeleteLabelValues(key)
 	m.DecodeStep.DeleteLabelValues(key)

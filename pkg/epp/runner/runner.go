@@ -61,6 +61,7 @@ func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 	r := &Runner{Options: o, Log: log, Metrics: metrics.New(), health: serve.NewHealth()}
 	r.group.Host = o.BindAddress
 	r.Store = datastore.NewStore(latency.DefaultPriors)
+	r.Metrics.ObservePool(o.PoolName, r.Store)
 	r.Director = director.New(r.Store, director.Options{Staleness: o.MetricsStaleness,
 		StalePolicy: director.StalePolicy(o.StalePolicy), Seed: o.Seed})
 	r.KVEvents = kvevents.NewHub(log)

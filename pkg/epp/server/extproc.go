@@ -86,6 +86,11 @@ type exchange struct {
 	meter       responsestream.Meter
 	status      int
 	done        bool
+	// model is the name the body asked for; started is when the request's
+	// headers came; responseBytes counts the response body (for the metrics).
+	model         string
+	started       time.Time
+	responseBytes int64
 }
 
 // scratch is request-path memory reused across requests.
@@ -188,6 +193,7 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		switch r := req.Request.(type) {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
 			x.headers = headerMap(r.RequestHeaders.GetHeaders())
+			x.started = s.now()
 			x.subset = subsetHint(req.GetMetadataContext())
 			x.debug = x.headers[wire.HeaderDebug] == "1"
 			if r.RequestHeaders.GetEndOfStream() {
@@ -236,6 +242,7 @@ func (s *ExtProc) maxBody() int64 {
 func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *extprocv3.ProcessingResponse, x *exchange) error {
 	if ir := reply.GetImmediateResponse(); ir != nil && s.Metrics != nil {
 		s.Metrics.Responses.WithLabelValues(metrics.Code(int(ir.GetStatus().GetCode()))).Inc()
+		s.Metrics.Rejected(x.model, x.size, int(ir.GetStatus().GetCode()))
 	}
 	x.done = true
 	return srv.Send(reply)
@@ -252,6 +259,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 		if perr != nil {
 			return s.reject(x, perr, "bad-request")
 		}
+		x.model = parsed.Model
 		req.Model, req.Adapter = s.Director.ResolveModel(parsed.Model, x.headers[wire.HeaderBaseModelName])
 		req.Prompt = parsed.Prompt
 		req.Body = body
@@ -266,8 +274,10 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	res, err := s.Director.Schedule(srv.Context(), req, x.debug, start)
 	req.Prompt, req.Body = "", nil // they share the scratch memory, which is about to be reused
 	if s.Metrics != nil {
-		s.Metrics.SchedulingDuration.Observe(s.now().Sub(start).Seconds())
+		took := s.now().Sub(start)
+		s.Metrics.SchedulingDuration.Observe(took.Seconds())
 		s.Metrics.Decisions.WithLabelValues(res.Reason).Inc()
+		s.Metrics.Scheduled(took, err == nil)
 	}
 	if err != nil {
 		return s.reject(x, err, res.Reason)
@@ -276,6 +286,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	x.meter = responsestream.Meter{Streaming: x.stream}
 	if s.Metrics != nil {
 		s.Metrics.Picks.WithLabelValues(res.Primary).Inc()
+		s.Metrics.Routed(x.model, x.size, res)
 	}
 	dest := res.Primary
 	if len(res.Fallbacks) > 0 {
@@ -302,6 +313,7 @@ func (s *ExtProc) reject(x *exchange, e *apierror.Error, reason string) []*extpr
 	s.log().Info("request not routed", "status", e.Status, "reason", reason, "message", e.Message)
 	if s.Metrics != nil {
 		s.Metrics.Responses.WithLabelValues(metrics.Code(e.Status)).Inc()
+		s.Metrics.Rejected(x.model, x.size, e.Status)
 	}
 	x.done = true
 	return []*extprocv3.ProcessingResponse{extproc.Immediate("epp", e)}
@@ -325,6 +337,7 @@ func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extpro
 }
 
 func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	x.responseBytes += int64(len(b.GetBody()))
 	if x.result != nil && !x.done && x.status < 400 {
 		if events := x.meter.Feed(b.GetBody()); events > 0 {
 			now := s.now()
@@ -333,6 +346,7 @@ func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.Pr
 				s.Director.ObserveFirstToken(res, now)
 				if s.Metrics != nil {
 					s.Metrics.TTFT.WithLabelValues(res.Primary).Observe(now.Sub(res.Request.PickedAt).Seconds())
+					s.Metrics.FirstToken(x.model, now.Sub(res.Request.PickedAt))
 				}
 				events--
 			}
@@ -382,6 +396,11 @@ func (s *ExtProc) finish(x *exchange, complete bool) {
 		s.Metrics.Tokens.WithLabelValues("completion").Add(float64(usage.CompletionTokens))
 		s.Metrics.Tokens.WithLabelValues("cached").Add(float64(usage.CachedTokens))
 	}
+	outcome := metrics.Outcome{Status: x.status, Complete: complete, Duration: s.now().Sub(x.started), ResponseBytes: x.responseBytes}
+	if ok {
+		outcome.Usage = &metrics.Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CachedTokens: usage.CachedTokens}
+	}
+	s.Metrics.Finished(x.model, outcome)
 	sp := res.Endpoint.Speed()
 	s.Metrics.PrefillRate.WithLabelValues(res.Primary).Set(sp.PrefillTokensPerSecond)
 	s.Metrics.DecodeStep.WithLabelValues(res.Primary).Set(sp.DecodeStepSeconds)
