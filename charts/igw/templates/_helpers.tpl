@@ -66,3 +66,40 @@ app.kubernetes.io/part-of: igw
 {{- end }}
 {{- $p }}
 {{- end }}
+
+{{/* The operator's image tag: image.tag, else the chart's appVersion. */}}
+{{- define "igw.imageTag" -}}
+{{- toString (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* An igw component image (epp, bbr) of the operator's release, unless the value names one. */}}
+{{- define "igw.componentImage" -}}
+{{- $ctx := index . 0 }}
+{{- default (printf "ghcr.io/igw-dev/igw-%s:%s" (index . 1) (include "igw.imageTag" $ctx)) (index . 2) }}
+{{- end }}
+
+{{/*
+The pod's topology spread constraints as YAML (empty for none):
+topologySpreadConstraints when set (each given the operator's selector when it
+has no labelSelector), else one soft constraint per topologySpread.topologyKeys.
+*/}}
+{{- define "igw.topologySpreadConstraints" -}}
+{{- $selector := include "igw.selectorLabels" . | fromYaml }}
+{{- $out := list }}
+{{- if .Values.topologySpreadConstraints }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" $selector) }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- else if .Values.topologySpread.enabled }}
+{{- range .Values.topologySpread.topologyKeys }}
+{{- $out = append $out (dict "maxSkew" (int $.Values.topologySpread.maxSkew) "topologyKey" . "whenUnsatisfiable" $.Values.topologySpread.whenUnsatisfiable "labelSelector" (dict "matchLabels" $selector)) }}
+{{- end }}
+{{- end }}
+{{- if $out }}
+{{- toYaml $out }}
+{{- end }}
+{{- end }}

@@ -175,8 +175,8 @@ func TestPoolGaugesReadTheStoreAtScrapeTime(t *testing.T) {
 		name string
 		want float64
 	}{
-		{metrics.PoolAverageQueueSize, 3},      // (1+3+5)/3
-		{metrics.PoolAverageKVCache, 0.3},      // (0.2+0.4)/2: the third reports none
+		{metrics.PoolAverageQueueSize, 3}, // (1+3+5)/3
+		{metrics.PoolAverageKVCache, 0.3}, // (0.2+0.4)/2: the third reports none
 		{metrics.PoolAverageRunningRequests, 2},
 		{metrics.PoolReadyPods, 2}, // two pods, three endpoints
 	}
