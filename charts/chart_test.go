@@ -9,6 +9,7 @@ package charts_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,8 +29,11 @@ import (
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -50,6 +54,10 @@ const (
 	// assumes the release and namespace above.
 	envoyGatewayValues = "igw/envoy-gateway-values.yaml"
 	envoyGatewayModule = "github.com/envoyproxy/gateway"
+	// kubeVersion is the cluster version the chart is rendered for. Helm built
+	// by `go tool` lacks the release's ldflags and assumes Kubernetes v1.20,
+	// which the chart's kubeVersion (>= 1.30) refuses.
+	kubeVersion = "1.37.2"
 )
 
 var (
@@ -132,7 +140,7 @@ func get[T any](t *testing.T, r rendered, kind, name string) *T {
 // the given extra helm arguments (--set, -f, ...).
 func template(t *testing.T, args ...string) rendered {
 	t.Helper()
-	out, err := helm(t, append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
+	out, err := helm(t, append([]string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +167,12 @@ func decodeObjects(t *testing.T, text string) []*unstructured.Unstructured {
 }
 
 func TestLint(t *testing.T) {
-	if out, err := helm(t, "lint", "--strict", chartDir); err != nil {
+	if out, err := helm(t, "lint", "--strict", chartDir, "--kube-version", kubeVersion); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	overrides := filepath.Join(t.TempDir(), "values.yaml")
 	writeFile(t, overrides, overrideValues)
-	if out, err := helm(t, "lint", "--strict", chartDir, "-f", overrides); err != nil {
+	if out, err := helm(t, "lint", "--strict", chartDir, "--kube-version", kubeVersion, "-f", overrides); err != nil {
 		t.Fatalf("with overridden values: %v\n%s", err, out)
 	}
 }
@@ -259,10 +267,72 @@ func checkServiceReaches(t *testing.T, svc *corev1.Service, d *appsv1.Deployment
 	t.Errorf("Service %s has no port %q", svc.Name, portName)
 }
 
+// appVersion is the chart's appVersion.
+func appVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &chart); err != nil || chart.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion: %q %v", chart.AppVersion, err)
+	}
+	return chart.AppVersion
+}
+
+// sameJSON compares two decoded objects as JSON, so that integers decoded as
+// int64 on one side and float64 on the other compare equal.
+func sameJSON(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
+}
+
+// repo is an image reference without its tag.
+func repo(image string) string {
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[:i]
+	}
+	return image
+}
+
+// checkAvailability asserts the disruption budget and spread the chart gives
+// the operator's pods: the PDB selects them and lets maxUnavailable of them go,
+// and every spread constraint counts them (its selector matches their labels).
+func checkAvailability(t *testing.T, r rendered, d *appsv1.Deployment, maxUnavailable int) {
+	t.Helper()
+	pdb := get[policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget", d.Name)
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("the PodDisruptionBudget selects %v, not the operator's pods %v", pdb.Spec.Selector, d.Spec.Template.Labels)
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != maxUnavailable || pdb.Spec.MinAvailable != nil {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v minAvailable %v, want maxUnavailable %d", pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable, maxUnavailable)
+	}
+	spread := d.Spec.Template.Spec.TopologySpreadConstraints
+	var keys []string
+	for _, c := range spread {
+		keys = append(keys, c.TopologyKey)
+		sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+		if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("spread over %s counts %v, not the operator's pods", c.TopologyKey, c.LabelSelector)
+		}
+		if c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+			t.Errorf("spread over %s is %s: a cluster with one zone or node could not schedule", c.TopologyKey, c.WhenUnsatisfiable)
+		}
+	}
+	if want := []string{"topology.kubernetes.io/zone", "kubernetes.io/hostname"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("spread over %v, want %v", keys, want)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	r := template(t)
 	want := []string{
-		"ClusterRole/igw-manager", "ClusterRoleBinding/igw-manager", "Deployment/igw",
+		"ClusterRole/igw-manager", "ClusterRoleBinding/igw-manager", "Deployment/igw", "PodDisruptionBudget/igw",
 		"Role/igw-leader-election", "RoleBinding/igw-leader-election",
 		"Service/igw-extension-server", "Service/igw-metrics", "ServiceAccount/igw",
 	}
@@ -282,9 +352,23 @@ func TestDefaults(t *testing.T) {
 	if !opts.LeaderElect {
 		t.Error("leader election is off by default")
 	}
-	if c.Image != "ghcr.io/igw-dev/igw-manager:latest" {
-		t.Errorf("image %q", c.Image)
+	// Operator, pickers and routers run one release: the chart's appVersion.
+	version := appVersion(t)
+	for what, c := range map[string][2]string{
+		"operator": {c.Image, "ghcr.io/igw-dev/igw-manager:" + version},
+		"epp":      {opts.EPPImage, "ghcr.io/igw-dev/igw-epp:" + version},
+		"bbr":      {opts.BBRImage, "ghcr.io/igw-dev/igw-bbr:" + version},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s image %q, want %q", what, c[0], c[1])
+		}
 	}
+	defaults := manager.NewOptions()
+	if repo(opts.EPPImage) != repo(defaults.EPPImage) || repo(opts.BBRImage) != repo(defaults.BBRImage) {
+		t.Errorf("the chart's picker and router repositories %s, %s differ from the operator's defaults %s, %s",
+			opts.EPPImage, opts.BBRImage, defaults.EPPImage, defaults.BBRImage)
+	}
+	checkAvailability(t, r, d, 1)
 	if d.Spec.Template.Spec.ServiceAccountName != "igw" {
 		t.Errorf("service account %q", d.Spec.Template.Spec.ServiceAccountName)
 	}
@@ -347,15 +431,27 @@ affinity:
 priorityClassName: system-cluster-critical
 podAnnotations: {team: ml}
 podLabels: {team: ml}
+podDisruptionBudget: {enabled: true, maxUnavailable: 1, minAvailable: 1}
+topologySpread: {enabled: true, maxSkew: 2, whenUnsatisfiable: DoNotSchedule, topologyKeys: [kubernetes.io/hostname]}
+topologySpreadConstraints:
+- {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+monitoring:
+  podMonitors: {enabled: true, interval: 15s, labels: {release: prom}}
+  prometheusRule: {enabled: true, labels: {release: prom}}
+  dashboard: {enabled: true, namespace: grafana, labels: {grafana_dashboard: "1"}, annotations: {folder: igw}}
+crds: {templated: false}
 `
 
 func TestOverriddenValues(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	writeFile(t, values, overrideValues)
 	r := template(t, "-f", values)
+	if cm := r.find("ConfigMap", "gw-operator-grafana-dashboard"); cm == nil || cm.GetNamespace() != "grafana" {
+		t.Errorf("the dashboard ConfigMap is not in monitoring.dashboard.namespace: %v", cm)
+	}
 	for _, o := range r.objects {
 		cluster := o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding"
-		if !cluster && o.GetNamespace() != "inference-ops" {
+		if !cluster && o.GetNamespace() != "inference-ops" && o.GetKind() != "ConfigMap" {
 			t.Errorf("%s/%s is in namespace %q, want inference-ops", o.GetKind(), o.GetName(), o.GetNamespace())
 		}
 		if !strings.HasPrefix(o.GetName(), "gw-") {
@@ -393,6 +489,10 @@ func TestOverriddenValues(t *testing.T) {
 		{"priority class", pod.PriorityClassName, "system-cluster-critical"},
 		{"pod annotation", d.Spec.Template.Annotations["team"], "ml"},
 		{"pod label", d.Spec.Template.Labels["team"], "ml"},
+		{"pdb", get[policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget", "gw-operator").Spec.MinAvailable.String(), "1"},
+		{"spread", len(pod.TopologySpreadConstraints), 1},
+		{"spread key", pod.TopologySpreadConstraints[0].TopologyKey, "topology.kubernetes.io/zone"},
+		{"spread selector", pod.TopologySpreadConstraints[0].LabelSelector.MatchLabels["app.kubernetes.io/instance"], release},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {
@@ -429,8 +529,13 @@ func TestOverriddenValues(t *testing.T) {
 
 	t.Run("off switches", func(t *testing.T) {
 		r := template(t, "--set", "extensionServer.enabled=false", "--set", "metrics.enabled=false",
-			"--set", "leaderElection.enabled=false", "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing")
-		opts := operatorFlags(t, managerContainer(t, get[appsv1.Deployment](t, r, "Deployment", "igw")))
+			"--set", "leaderElection.enabled=false", "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing",
+			"--set", "podDisruptionBudget.enabled=false", "--set", "topologySpread.enabled=false")
+		d := get[appsv1.Deployment](t, r, "Deployment", "igw")
+		if c := d.Spec.Template.Spec.TopologySpreadConstraints; len(c) > 0 {
+			t.Errorf("topologySpread.enabled=false still spreads: %v", c)
+		}
+		opts := operatorFlags(t, managerContainer(t, d))
 		if opts.ExtensionServerAddr != "0" || opts.MetricsAddr != "0" || opts.LeaderElect {
 			t.Errorf("extension server %q, metrics %q, leader election %v", opts.ExtensionServerAddr, opts.MetricsAddr, opts.LeaderElect)
 		}
@@ -441,7 +546,7 @@ func TestOverriddenValues(t *testing.T) {
 	})
 	t.Run("invalid", func(t *testing.T) {
 		for _, set := range []string{"extensionServer.port=70000", "metrics.port=0", "serviceAccount.create=false"} {
-			if _, err := helm(t, "template", release, chartDir, "--set", set); err == nil {
+			if _, err := helm(t, "template", release, chartDir, "--kube-version", kubeVersion, "--set", set); err == nil {
 				t.Errorf("--set %s rendered", set)
 			}
 		}
@@ -688,22 +793,30 @@ func TestServerSideDryRun(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	overrides := filepath.Join(t.TempDir(), "values.yaml")
-	writeFile(t, overrides, strings.Replace(overrideValues, "enabled: true, interval", "enabled: false, interval", 1))
+	// The Prometheus Operator's CRDs are not installed there: no monitors.
+	noMonitors := strings.NewReplacer("serviceMonitor: {enabled: true", "serviceMonitor: {enabled: false",
+		"podMonitors: {enabled: true", "podMonitors: {enabled: false", "prometheusRule: {enabled: true", "prometheusRule: {enabled: false")
+	writeFile(t, overrides, noMonitors.Replace(overrideValues))
 	for _, c := range []struct {
 		name, namespace string
 		args            []string
 	}{
 		{"defaults", namespace, nil},
 		{"overridden", "inference-ops", []string{"-f", overrides}},
+		{"templated CRDs", "igw-crds", []string{"--set", "crds.templated=true"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := env.Kubectl("create", "namespace", c.namespace); err != nil {
-				t.Fatal(err)
+			for _, ns := range []string{c.namespace, "grafana"} {
+				if _, err := env.Kubectl("create", "namespace", ns); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+					t.Fatal(err)
+				}
 			}
+			c.args = append(c.args, "--namespace", c.namespace)
 			r := template(t, c.args...)
 			file := filepath.Join(t.TempDir(), "rendered.yaml")
 			writeFile(t, file, r.text)
-			out, err := env.Kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=helm", "-f", file)
+			// --force-conflicts: the CRDs exist already, applied by the test environment.
+			out, err := env.Kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=helm", "--force-conflicts", "-f", file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -719,4 +832,144 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSchemaRejectsBadValues renders values that values.schema.json must
+// refuse, each with the path Helm's message must name, and a good value of
+// each kind that it must accept.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for _, c := range []struct{ set, path string }{
+		{"replicas=abc", "/replicas"},
+		{"replicas=-1", "/replicas"},
+		{"replica=2", "additional properties 'replica'"},
+		{"image.tags=v1", "additional properties 'tags'"},
+		{"image.pullPolicy=Sometimes", "/image/pullPolicy"},
+		{"image.tag=v1 0", "/image/tag"},
+		{"metrics.port=abc", "/metrics/port"},
+		{"extensionServer.port=0", "/extensionServer/port"},
+		{"logLevel=loud", "/logLevel"},
+		{"syncPeriod=2hours", "/syncPeriod"},
+		{"podDisruptionBudget.maxUnavailable=half", "/podDisruptionBudget/maxUnavailable"},
+		{"topologySpread.whenUnsatisfiable=Never", "/topologySpread/whenUnsatisfiable"},
+		{"watchNamespace=Models", "/watchNamespace"},
+		{"extraArgs[0]=zap-devel", "/extraArgs/0"},
+		{"monitoring.dashboard.enabled=yes", "/monitoring/dashboard/enabled"},
+		{"crds.templated=1", "/crds/templated"},
+	} {
+		_, err := helm(t, "template", release, chartDir, "--kube-version", kubeVersion, "--set", c.set)
+		if err == nil {
+			t.Errorf("--set %s rendered", c.set)
+		} else if !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("--set %s: the error does not name %s:\n%v", c.set, c.path, err)
+		}
+		if out, err := helm(t, "lint", "--strict", chartDir, "--kube-version", kubeVersion, "--set", c.set); err == nil {
+			t.Errorf("helm lint --strict passes --set %s:\n%s", c.set, out)
+		}
+	}
+	for _, set := range []string{"replicas=3", "syncPeriod=1h30m", "logLevel=2", "podDisruptionBudget.minAvailable=50%", "image.tag=v0.2.0-rc.1"} {
+		if _, err := helm(t, "template", release, chartDir, "--kube-version", kubeVersion, "--set", set); err != nil {
+			t.Errorf("--set %s: %v", set, err)
+		}
+	}
+}
+
+func TestKubeVersion(t *testing.T) {
+	_, err := helm(t, "template", release, chartDir, "--kube-version", "1.29.9")
+	if err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("Kubernetes 1.29 accepted: %v", err)
+	}
+}
+
+// TestTemplatedCRDs checks the opt-in: the CRDs of crds/ rendered as templates,
+// unchanged but for Helm's labels and the keep policy.
+func TestTemplatedCRDs(t *testing.T) {
+	if template(t).find("CustomResourceDefinition", "") != nil {
+		t.Fatal("CRDs are templated by default; Helm's crds/ install is the default")
+	}
+	r := template(t, "--set", "crds.templated=true")
+	for _, file := range []string{"gateway.igw.dev_inferencegatewayconfigs.yaml", "gateway.igw.dev_modelroutes.yaml"} {
+		want := readYAML[unstructured.Unstructured](t, "config/crd/bases/"+file)
+		got := r.find("CustomResourceDefinition", want.GetName())
+		if got == nil {
+			t.Errorf("CRD %s not templated; objects %v", want.GetName(), r.kinds())
+			continue
+		}
+		if got.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s lacks helm.sh/resource-policy: keep: uninstalling would delete every object of the kind", got.GetName())
+		}
+		if got.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+			t.Errorf("CRD %s lacks the chart's labels: %v", got.GetName(), got.GetLabels())
+		}
+		if !sameJSON(got.Object["spec"], want.Object["spec"]) {
+			t.Errorf("the templated CRD %s differs from config/crd/bases/%s", got.GetName(), file)
+		}
+		for k, v := range want.GetAnnotations() {
+			if got.GetAnnotations()[k] != v {
+				t.Errorf("CRD %s lost annotation %s=%s", got.GetName(), k, v)
+			}
+		}
+	}
+}
+
+// TestMonitoring checks the opt-in monitoring objects against config/prometheus,
+// which the kustomize install applies and test/monitoring checks against the
+// binaries: the same alerts, the same dashboard, PodMonitors that select the
+// pods the operator renders.
+func TestMonitoring(t *testing.T) {
+	r := template(t, "--set", "monitoring.podMonitors.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+		"--set", "monitoring.dashboard.enabled=true")
+	rule := r.find("PrometheusRule", "igw-alerts")
+	want := readYAML[unstructured.Unstructured](t, "config/prometheus/prometheusrule.yaml")
+	if rule == nil || !sameJSON(rule.Object["spec"], want.Object["spec"]) {
+		t.Errorf("the chart's PrometheusRule differs from config/prometheus/prometheusrule.yaml (run make manifests)")
+	}
+	cm := r.find("ConfigMap", "igw-grafana-dashboard")
+	dashboard, err := os.ReadFile("../config/prometheus/dashboards/igw.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm == nil || cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Fatalf("dashboard ConfigMap %v", cm)
+	}
+	if got, _, _ := unstructured.NestedString(cm.Object, "data", "igw.json"); got != strings.TrimSuffix(string(dashboard), "\n") {
+		t.Errorf("the chart's dashboard differs from config/prometheus/dashboards/igw.json (run make manifests)")
+	}
+
+	kustomized := kustomize(t, "../config/prometheus")
+	for _, name := range []string{"endpoint-pickers", "body-based-routers"} {
+		got := r.find("PodMonitor", "igw-"+name)
+		want := kustomized.find("PodMonitor", "igw-"+name)
+		if got == nil || want == nil {
+			t.Fatalf("PodMonitor %s: chart %v, kustomize %v", name, got != nil, want != nil)
+		}
+		if !sameJSON(got.Object["spec"], want.Object["spec"]) {
+			t.Errorf("PodMonitor %s: the chart's spec %v differs from config/prometheus's %v", name, got.Object["spec"], want.Object["spec"])
+		}
+	}
+	for _, c := range []struct {
+		monitor, component string
+		owner              map[string]string
+	}{
+		{"igw-endpoint-pickers", "epp", map[string]string{"app.kubernetes.io/name": "igw-epp"}},
+		{"igw-body-based-routers", "bbr", map[string]string{"app.kubernetes.io/name": "igw-bbr"}},
+	} {
+		sel, _, _ := unstructured.NestedStringMap(r.find("PodMonitor", c.monitor).Object, "spec", "selector", "matchLabels")
+		if !reflect.DeepEqual(sel, c.owner) {
+			t.Errorf("%s selects %v, want the %s pods' %v", c.monitor, sel, c.component, c.owner)
+		}
+	}
+}
+
+// kustomize builds a kustomization of the repository.
+func kustomize(t *testing.T, dir string) rendered {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := resources.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rendered{text: string(data), objects: decodeObjects(t, string(data))}
 }

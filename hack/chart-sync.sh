@@ -3,7 +3,8 @@
 # the CRDs (config/crd/bases -> charts/igw/crds) and the operator's ClusterRole
 # (config/rbac/role.yaml -> charts/igw/files/manager-role.yaml, whose rules the
 # chart's ClusterRole template reads). `make manifests` runs it after
-# controller-gen; hack/verify.sh fails when the copies are stale.
+# controller-gen; hack/verify.sh fails when the copies are stale. Also the
+# alerts and the dashboard, below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +13,8 @@ rm -f "$chart"/crds/*.yaml
 mkdir -p "$chart/crds" "$chart/files"
 cp config/crd/bases/*.yaml "$chart/crds/"
 cp config/rbac/role.yaml "$chart/files/manager-role.yaml"
+# The alerts and the Grafana dashboard (config/prometheus -> charts/igw/files),
+# which the chart's monitoring templates read.
+mkdir -p "$chart/files/grafana"
+cp config/prometheus/prometheusrule.yaml "$chart/files/prometheus-rules.yaml"
+cp config/prometheus/dashboards/igw.json "$chart/files/grafana/igw.json"
