@@ -35,6 +35,10 @@ manifests: ## Write CRDs (config/crd/bases) and RBAC (config/rbac/role.yaml) fro
 .PHONY: bundle
 bundle: manifests ## Write the OLM bundle (bundle/) from config/manifests and check it.
 
+.PHONY: catalog
+catalog: bundle ## Write the file-based OLM catalog (catalog/igw/catalog.yaml) of the bundle and check it.
+	$(GO) run ./hack/bundle --version $(VERSION) --catalog catalog
+
 .PHONY: fmt
 fmt: ## gofmt the tree.
 	gofmt -w $$(git ls-files '*.go' --cached --others --exclude-standard)

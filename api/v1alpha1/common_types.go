@@ -44,6 +44,7 @@ type PodSettings struct {
 	// and take over when it goes.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 0 && self <= 50",message="replicas must be between 0 and 50"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Image overrides the operator's default image for this component.
@@ -53,6 +54,7 @@ type PodSettings struct {
 
 	// Resources of the component's container.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 

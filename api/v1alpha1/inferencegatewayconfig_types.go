@@ -42,6 +42,7 @@ type ManagedGateway struct {
 	// GatewayClassName of the Gateway to create.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="GatewayClass",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	GatewayClassName string `json:"gatewayClassName"`
 
 	// Port of the HTTP (or HTTPS, with tls) listener.
@@ -56,15 +57,18 @@ type ManagedGateway struct {
 type GatewaySpec struct {
 	// Ref names an existing Gateway.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Existing Gateway",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldGroup:Gateway"}
 	Ref *GatewayRef `json:"ref,omitempty"`
 
 	// Managed makes the operator create and own the Gateway.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Managed Gateway",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldGroup:Gateway"}
 	Managed *ManagedGateway `json:"managed,omitempty"`
 
 	// Provider is the gateway implementation.
 	// +optional
 	// +kubebuilder:default=EnvoyGateway
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Gateway provider",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:EnvoyGateway","urn:alm:descriptor:com.tectonic.ui:select:Native"}
 	Provider GatewayProvider `json:"provider,omitempty"`
 }
 
@@ -74,6 +78,7 @@ type BBRSpec struct {
 	// X-Gateway-Model-Name header themselves.
 	// +optional
 	// +kubebuilder:default=true
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Run the body-based router",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	Enabled *bool `json:"enabled,omitempty"`
 
 	PodSettings `json:",inline"`
@@ -82,6 +87,7 @@ type BBRSpec struct {
 	// +optional
 	// +kubebuilder:default=4194304
 	// +kubebuilder:validation:XValidation:rule="self >= 1024 && self <= 268435456",message="bbr.maxRequestBodyBytes must be between 1024 (1 KiB) and 268435456 (256 MiB)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Largest request body (bytes)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	MaxRequestBodyBytes int64 `json:"maxRequestBodyBytes,omitempty"`
 }
 
@@ -94,12 +100,14 @@ type EPPDefaults struct {
 	// +optional
 	// +kubebuilder:default="50ms"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10s')",message="epp.scrapeInterval must be between 10ms and 10s"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Telemetry scrape interval",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	ScrapeInterval *metav1.Duration `json:"scrapeInterval,omitempty"`
 
 	// MetricsStaleness is the age after which an endpoint's metrics no longer count.
 	// +optional
 	// +kubebuilder:default="200ms"
 	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('60s')",message="epp.metricsStaleness must be at most 60s"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Telemetry staleness",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	MetricsStaleness *metav1.Duration `json:"metricsStaleness,omitempty"`
 
 	// FailureMode when the endpoint picker is unreachable.
@@ -118,6 +126,7 @@ type ScoringSpec struct {
 	// LoRA adapters, mixed accelerator types). Weights named here always win.
 	// +optional
 	// +kubebuilder:default=true
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auto-tune weights",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	AutoTune *bool `json:"autoTune,omitempty"`
 }
 
@@ -126,6 +135,7 @@ type TLSSpec struct {
 	// CertificateSecretName is a kubernetes.io/tls Secret in the config's namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Certificate Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	CertificateSecretName string `json:"certificateSecretName"`
 }
 
@@ -158,33 +168,40 @@ type AuthSpec struct {
 // InferenceGatewayConfigSpec is the gateway-wide configuration that ModelRoutes refer to.
 type InferenceGatewayConfigSpec struct {
 	// Gateway that serves the models.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Gateway",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldGroup:Gateway"}
 	Gateway GatewaySpec `json:"gateway"`
 
 	// BBR is the body-based router.
 	// +optional
 	// +kubebuilder:default={}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Body-based router",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldGroup:Body-based router"}
 	BBR BBRSpec `json:"bbr,omitempty"`
 
 	// EPP holds the endpoint picker defaults.
 	// +optional
 	// +kubebuilder:default={}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint picker defaults",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldGroup:Endpoint picker"}
 	EPP EPPDefaults `json:"epp,omitempty"`
 
 	// Scoring is the default scoring.
 	// +optional
 	// +kubebuilder:default={}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Scoring",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldGroup:Scoring"}
 	Scoring ScoringSpec `json:"scoring,omitempty"`
 
 	// TLS at the gateway listener (managed gateways only).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="TLS",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	TLS *TLSSpec `json:"tls,omitempty"`
 
 	// Auth of clients at the gateway.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client authentication",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// PodDefaults apply to every pod the operator runs.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod defaults",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	PodDefaults PodPlacement `json:"podDefaults,omitempty"`
 }
 
@@ -202,21 +219,25 @@ type ModelSummary struct {
 type InferenceGatewayConfigStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Observed generation",xDescriptors={"urn:alm:descriptor:text"}
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Accepted, Ready, GatewayProgrammed, BBRReady.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// GatewayName is the Gateway in use, as namespace/name.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Gateway",xDescriptors={"urn:alm:descriptor:text"}
 	GatewayName string `json:"gatewayName,omitempty"`
 
 	// Models served through this config.
 	// +optional
 	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Models",xDescriptors={"urn:alm:descriptor:text"}
 	Models []ModelSummary `json:"models,omitempty"`
 }
 
@@ -235,6 +256,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
+// +operator-sdk:csv:customresourcedefinitions:displayName="Inference Gateway Config",resources={{Gateway,v1,""},{HTTPRoute,v1,""},{Deployment,v1,""},{Service,v1,""},{ConfigMap,v1,""},{EnvoyExtensionPolicy,v1alpha1,""},{ClientTrafficPolicy,v1alpha1,""},{SecurityPolicy,v1alpha1,""},{HTTPRouteFilter,v1alpha1,""},{ReferenceGrant,v1beta1,""}}
 // InferenceGatewayConfig is the gateway-wide configuration of igw: which Gateway,
 // the body-based router, and the endpoint picker defaults every ModelRoute starts from.
 type InferenceGatewayConfig struct {

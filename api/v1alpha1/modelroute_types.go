@@ -89,6 +89,7 @@ type EPPOverrides struct {
 
 	// FailureMode when the endpoint picker is unreachable.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failure mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:FailOpen","urn:alm:descriptor:com.tectonic.ui:select:FailClose"}
 	FailureMode FailureMode `json:"failureMode,omitempty"`
 }
 
@@ -106,6 +107,7 @@ type ObjectName struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.adapters) || self.adapters.all(a, !has(a.baseModel) || a.baseModel in self.models)",message="adapters[].baseModel must be one of spec.models"
 type ModelRouteSpec struct {
 	// ConfigRef is the InferenceGatewayConfig (same namespace) this model is served through.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="InferenceGatewayConfig",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	ConfigRef ObjectName `json:"configRef"`
 
 	// Models are the names clients send in the OpenAI "model" field for the base model.
@@ -113,6 +115,7 @@ type ModelRouteSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(n, n == m))",message="spec.models lists a model name twice; each served name must appear once"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Served model names",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Models []ModelName `json:"models"`
 
 	// Adapters are the LoRA adapters served on top of the models.
@@ -120,9 +123,11 @@ type ModelRouteSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="spec.adapters lists an adapter name twice; each adapter must appear once"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="LoRA adapters",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:arrayFieldGroup:Adapters"}
 	Adapters []LoRAAdapter `json:"adapters,omitempty"`
 
 	// Selector of the model server pods.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model server pods",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:selector:core:v1:Pod"}
 	Selector ModelServerSelector `json:"selector"`
 
 	// TargetPorts on which the model servers answer; each ready pod is one endpoint per port.
@@ -132,24 +137,29 @@ type ModelRouteSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.number == p.number))",message="spec.targetPorts lists a port twice"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Model server ports",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:arrayFieldGroup:Ports"}
 	TargetPorts []TargetPort `json:"targetPorts,omitempty"`
 
 	// Engine of the model servers.
 	// +optional
 	// +kubebuilder:default=vllm
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Engine",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:vllm","urn:alm:descriptor:com.tectonic.ui:select:sglang","urn:alm:descriptor:com.tectonic.ui:select:trtllm"}
 	Engine Engine `json:"engine,omitempty"`
 
 	// Scoring overrides for this model.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Scoring overrides",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Scoring *ModelScoring `json:"scoring,omitempty"`
 
 	// EPP overrides for this model's endpoint picker.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint picker overrides",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	EPP *EPPOverrides `json:"epp,omitempty"`
 
 	// RequestTimeout bounds a whole request at the gateway; unbounded when unset.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="requestTimeout must be between 1s and 24h"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Request timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 }
 
@@ -192,32 +202,39 @@ type ScoringStatus struct {
 type ModelRouteStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Observed generation",xDescriptors={"urn:alm:descriptor:text"}
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Accepted, ResolvedRefs, Ready, Degraded.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ReadyEndpoints is the number of ready pod:port endpoints.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready endpoints",xDescriptors={"urn:alm:descriptor:text"}
 	ReadyEndpoints int32 `json:"readyEndpoints"`
 
 	// TotalEndpoints is the number of pod:port endpoints the selector matches.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints",xDescriptors={"urn:alm:descriptor:text"}
 	TotalEndpoints int32 `json:"totalEndpoints"`
 
 	// InferencePool is the name of the pool created for the route.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="InferencePool",xDescriptors={"urn:alm:descriptor:text"}
 	InferencePool string `json:"inferencePool,omitempty"`
 
 	// Scoring in effect, and why.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Scoring in effect",xDescriptors={"urn:alm:descriptor:text"}
 	Scoring *ScoringStatus `json:"scoring,omitempty"`
 
 	// Rollout state of the data path.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Rollout",xDescriptors={"urn:alm:descriptor:text"}
 	Rollout RolloutState `json:"rollout,omitempty"`
 }
 
@@ -238,6 +255,7 @@ const (
 // +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
+// +operator-sdk:csv:customresourcedefinitions:displayName="Model Route",resources={{InferencePool,v1,""},{HTTPRoute,v1,""},{Deployment,v1,""},{Service,v1,""},{ConfigMap,v1,""},{ServiceAccount,v1,""},{Role,v1,""},{RoleBinding,v1,""},{BackendTrafficPolicy,v1alpha1,""},{EnvoyExtensionPolicy,v1alpha1,""}}
 // ModelRoute serves one model, and its LoRA adapters, from a pool of model server pods
 // through the gateway of an InferenceGatewayConfig.
 type ModelRoute struct {

@@ -3,6 +3,7 @@ package bundle
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ func committedBundle() string { return filepath.Join(testenv.RepoRoot(), "bundle
 func generateInto(t *testing.T) string {
 	t.Helper()
 	out := t.TempDir()
-	if err := Generate(Options{Root: testenv.RepoRoot(), OutDir: out, Version: DefaultVersion, Channels: []string{"alpha"}}); err != nil {
+	if err := Generate(Options{Root: testenv.RepoRoot(), OutDir: out, Version: DefaultVersion, Channels: DefaultChannels}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -62,7 +63,7 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 			replace(t, dir, csvFile, "name: igw.v"+DefaultVersion, "name: igw.v9.9.9")
 		}, `metadata.name is "igw.v9.9.9"`},
 		{"no install mode", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "supported: true", "supported: false")
+			replaceRegexp(t, dir, csvFile, "supported: true", "supported: false")
 		}, "supports no install mode"},
 		{"example of a foreign kind", func(t *testing.T, dir string) {
 			replace(t, dir, csvFile, `"kind": "ModelRoute"`, `"kind": "Route"`)
@@ -74,8 +75,38 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 			replace(t, dir, "metadata/annotations.yaml", "registry+v1", "helm")
 		}, "mediatype.v1 is \"helm\""},
 		{"default channel outside channels", func(t *testing.T, dir string) {
-			replace(t, dir, "metadata/annotations.yaml", "channel.default.v1: alpha", "channel.default.v1: stable")
-		}, `default channel "stable" is not one of the channels`},
+			replace(t, dir, "metadata/annotations.yaml", "channel.default.v1: stable", "channel.default.v1: fast")
+		}, `default channel "fast" is not one of the channels`},
+		{"no icon data", func(t *testing.T, dir string) {
+			replaceRegexp(t, dir, csvFile, `base64data: \S+`, `base64data: ""`)
+		}, "spec.icon needs both base64data and mediatype"},
+		{"icon of an unknown type", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "mediatype: image/svg+xml", "mediatype: image/webp")
+		}, `mediatype "image/webp" is not one of`},
+		{"unknown category", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "categories: AI/Machine Learning, Networking", "categories: AI/Machine Learning, Gateways")
+		}, `"Gateways" is not an OperatorHub category`},
+		{"bad maintainer email", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "email: maintainers@igw.dev", "email: maintainers")
+		}, `email "maintainers" is invalid`},
+		{"descriptor of no field", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "path: requestTimeout", "path: requestTimout")
+		}, `specDescriptors path "requestTimout" is not a field of spec`},
+		{"descriptor without a URN", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "- urn:alm:descriptor:com.tectonic.ui:booleanSwitch", "- booleanSwitch")
+		}, `x-descriptor "booleanSwitch"`},
+		{"image not in relatedImages", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "--epp-image=ghcr.io/igw-dev/igw-epp:"+DefaultVersion, "--epp-image=registry.example/epp:"+DefaultVersion)
+		}, "image registry.example/epp:" + DefaultVersion + " is used but not listed in spec.relatedImages"},
+		{"image on latest", func(t *testing.T, dir string) {
+			replaceRegexp(t, dir, csvFile, regexp.QuoteMeta("ghcr.io/igw-dev/igw-manager:"+DefaultVersion), "ghcr.io/igw-dev/igw-manager:latest")
+		}, "image ghcr.io/igw-dev/igw-manager:latest is not pinned"},
+		{"MultiNamespace", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "supported: false\n    type: MultiNamespace", "supported: true\n    type: MultiNamespace")
+		}, "supports MultiNamespace"},
+		{"target namespaces not wired", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "- --watch-namespace=$(WATCH_NAMESPACE)", "- --watch-namespace=")
+		}, "no deployment passes the olm.targetNamespaces annotation to --watch-namespace"},
 		{"permissions for an unknown account", func(t *testing.T, dir string) {
 			replace(t, dir, csvFile, "serviceAccountName: igw-controller-manager\n      deployments", "serviceAccountName: someone\n      deployments")
 		}, `service account "someone"`},
@@ -96,6 +127,20 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 			}
 		})
 	}
+}
+
+func replaceRegexp(t *testing.T, dir, file, expr, new string) {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(expr)
+	if !re.Match(data) {
+		t.Fatalf("%s does not match %s", file, expr)
+	}
+	write(t, dir, file, re.ReplaceAllString(string(data), new))
 }
 
 func replace(t *testing.T, dir, file, old, new string) {

@@ -5,6 +5,7 @@
 package bundle
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/igw-dev/igw/pkg/manager"
 )
 
 // DefaultVersion is the operator version `make bundle` writes unless told otherwise.
@@ -24,6 +27,34 @@ const DefaultVersion = "0.1.0"
 
 // PackageName is the OLM package of the operator.
 const PackageName = "igw"
+
+// DefaultChannels are the channels a bundle is published in; the first is the default.
+var DefaultChannels = []string{"stable", "candidate"}
+
+// ManagerRepository is the operator's image repository.
+const ManagerRepository = "ghcr.io/igw-dev/igw-manager"
+
+// BundleRepository is the repository of the bundle image (bundle.Dockerfile).
+const BundleRepository = "ghcr.io/igw-dev/igw-bundle"
+
+// Images are the images a bundle of version runs: the operator's, and the
+// endpoint picker's and body-based router's it gives the pods it creates
+// (their repositories are the operator's defaults', tagged with the version).
+func Images(version string) map[string]string {
+	d := manager.NewOptions()
+	return map[string]string{
+		"manager": ManagerRepository + ":" + version,
+		"epp":     untagged(d.EPPImage) + ":" + version,
+		"bbr":     untagged(d.BBRImage) + ":" + version,
+	}
+}
+
+func untagged(image string) string {
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[:i]
+	}
+	return image
+}
 
 // Options say which bundle to write.
 type Options struct {
@@ -75,7 +106,16 @@ func Generate(opts Options) error {
 	if len(deployments) != 1 {
 		return fmt.Errorf("config/manifests must render exactly one Deployment, got %d", len(deployments))
 	}
+	if err := setImages(deployments[0], Images(opts.Version)); err != nil {
+		return err
+	}
 	if err := fillCSV(csv, opts, deployments[0], clusterRoles, roles, examples); err != nil {
+		return err
+	}
+	if err := fillOwned(csv, filepath.Join(opts.Root, "api", "v1alpha1")); err != nil {
+		return err
+	}
+	if err := fillIcon(csv, filepath.Join(opts.Root, "config", "manifests", "bases", IconFile)); err != nil {
 		return err
 	}
 
@@ -190,12 +230,84 @@ func fillCSV(csv *unstructured.Unstructured, opts Options, deploy *unstructured.
 	if err != nil {
 		return err
 	}
+	images := Images(opts.Version)
+	var related []any
+	for _, name := range []string{"manager", "epp", "bbr"} {
+		related = append(related, map[string]any{"name": name, "image": images[name]})
+	}
+	if err := set(related, "spec", "relatedImages"); err != nil {
+		return err
+	}
 	ann := csv.GetAnnotations()
+	ann["containerImage"] = images["manager"]
 	ann["alm-examples"] = string(data)
 	ann["operators.operatorframework.io/builder"] = "igw internal/bundle"
 	ann["operators.operatorframework.io/project_layout"] = "go.kubebuilder.io/v4"
 	csv.SetAnnotations(ann)
 	return nil
+}
+
+// setImages gives the manager container the version's image and passes it
+// the picker's and router's, so that the CSV's relatedImages are all it runs.
+func setImages(deploy *unstructured.Unstructured, images map[string]string) error {
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	found := false
+	for _, c := range containers {
+		cm := c.(map[string]any)
+		if cm["name"] != "manager" {
+			continue
+		}
+		found = true
+		cm["image"] = images["manager"]
+		var args []any
+		for _, a := range cm["args"].([]any) {
+			if s, _ := a.(string); !strings.HasPrefix(s, "--epp-image=") && !strings.HasPrefix(s, "--bbr-image=") {
+				args = append(args, a)
+			}
+		}
+		cm["args"] = append(args, "--epp-image="+images["epp"], "--bbr-image="+images["bbr"])
+	}
+	if !found {
+		return fmt.Errorf("the Deployment %s has no manager container", deploy.GetName())
+	}
+	return unstructured.SetNestedSlice(deploy.Object, containers, "spec", "template", "spec", "containers")
+}
+
+// IconFile is the operator's icon beside the base CSV.
+const IconFile = "igw.svg"
+
+func fillIcon(csv *unstructured.Unstructured, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return unstructured.SetNestedSlice(csv.Object, []any{map[string]any{
+		"base64data": base64.StdEncoding.EncodeToString(data), "mediatype": "image/svg+xml"}}, "spec", "icon")
+}
+
+// fillOwned adds the markers' display names, resources and descriptors to
+// the owned CRDs the base CSV lists.
+func fillOwned(csv *unstructured.Unstructured, apiDir string) error {
+	markers, err := ReadMarkers(apiDir)
+	if err != nil {
+		return err
+	}
+	owned, _, _ := unstructured.NestedSlice(csv.Object, "spec", "customresourcedefinitions", "owned")
+	for _, o := range owned {
+		om := o.(map[string]any)
+		kind, _ := om["kind"].(string)
+		m, ok := markers[kind]
+		if !ok {
+			return fmt.Errorf("the CSV owns %s, which %s does not define", kind, apiDir)
+		}
+		if m.DisplayName != "" {
+			om["displayName"] = m.DisplayName
+		}
+		for key, v := range map[string]any{"resources": m.Resources, "specDescriptors": m.Spec, "statusDescriptors": m.Status} {
+			om[key] = toJSONValue(v)
+		}
+	}
+	return unstructured.SetNestedSlice(csv.Object, owned, "spec", "customresourcedefinitions", "owned")
 }
 
 func permissions(serviceAccount string, roles []*unstructured.Unstructured) []any {

@@ -28,16 +28,21 @@ const maxBundleBytes = 1 << 20
 
 var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
-// Validate checks the bundle in dir and returns every problem found.
+// Validate checks the bundle in dir and returns every error found.
 func Validate(dir string) []error {
-	var errs []error
+	errs, _ := Check(dir)
+	return errs
+}
+
+// Check checks the bundle in dir and returns every error and warning found.
+func Check(dir string) (errs, warns []error) {
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	var meta struct {
 		Annotations map[string]string `json:"annotations"`
 	}
 	if err := readYAML(filepath.Join(dir, "metadata", "annotations.yaml"), &meta); err != nil {
-		return []error{err}
+		return []error{err}, nil
 	}
 	a := meta.Annotations
 	for key, want := range map[string]string{
@@ -63,7 +68,7 @@ func Validate(dir string) []error {
 
 	entries, err := os.ReadDir(filepath.Join(dir, "manifests"))
 	if err != nil {
-		return append(errs, err)
+		return append(errs, err), nil
 	}
 	var csvs []*unstructured.Unstructured
 	crds := map[string]*unstructured.Unstructured{}
@@ -95,9 +100,23 @@ func Validate(dir string) []error {
 		fail("manifests are %d bytes; OLM unpacks at most %d", total, maxBundleBytes)
 	}
 	if len(csvs) != 1 {
-		return append(errs, fmt.Errorf("manifests/ must hold exactly one ClusterServiceVersion, found %d", len(csvs)))
+		return append(errs, fmt.Errorf("manifests/ must hold exactly one ClusterServiceVersion, found %d", len(csvs))), nil
 	}
-	return append(errs, validateCSV(csvs[0], pkg, crds)...)
+	errs = append(errs, validateCSV(csvs[0], pkg, crds)...)
+	c := &checker{prefix: "CSV: "}
+	deployments, _, _ := unstructured.NestedSlice(csvs[0].Object, "spec", "install", "spec", "deployments")
+	checkHub(c, csvs[0], channels)
+	checkRequiredFields(c, csvs[0])
+	checkInstallModes(c, csvs[0], deployments)
+	checkRelatedImages(c, csvs[0], deployments)
+	owned, _, _ := unstructured.NestedSlice(csvs[0].Object, "spec", "customresourcedefinitions", "owned")
+	for _, o := range owned {
+		om, _ := o.(map[string]any)
+		if crd := crds[om["name"].(string)]; crd != nil {
+			checkDescriptors(c, om, crd)
+		}
+	}
+	return append(errs, c.errs...), c.warns
 }
 
 func validateCSV(csv *unstructured.Unstructured, pkg string, crds map[string]*unstructured.Unstructured) []error {
@@ -123,17 +142,6 @@ func validateCSV(csv *unstructured.Unstructured, pkg string, crds map[string]*un
 	if str("spec", "provider", "name") == "" {
 		fail("spec.provider.name is empty")
 	}
-	modes, _, _ := unstructured.NestedSlice(csv.Object, "spec", "installModes")
-	supported := 0
-	for _, m := range modes {
-		if s, _ := m.(map[string]any)["supported"].(bool); s {
-			supported++
-		}
-	}
-	if supported == 0 {
-		fail("spec.installModes supports no install mode")
-	}
-
 	if s := str("spec", "install", "strategy"); s != "deployment" {
 		fail("spec.install.strategy is %q, want deployment", s)
 	}
