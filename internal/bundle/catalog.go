@@ -238,7 +238,9 @@ func ValidateCatalog(dir string) []error {
 
 func validateChannel(pkg string, ch Meta, bundles map[string]Meta) []error {
 	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("package %s channel %s: "+format, append([]any{pkg, ch.Name}, args...)...)) }
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("package %s channel %s: "+format, append([]any{pkg, ch.Name}, args...)...))
+	}
 	if len(ch.Entries) == 0 {
 		fail("no entries")
 	}
