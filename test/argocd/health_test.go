@@ -1,0 +1,292 @@
+// Package argocd tests the Argo CD health checks of config/argocd with the Lua
+// interpreter Argo CD's own health checks run on (gopher-lua), on the
+// InferenceGatewayConfig and ModelRoute objects the real reconcilers write on
+// the local control plane.
+package argocd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv"
+	"github.com/igw-dev/igw/internal/testenv/fixtures"
+	"github.com/igw-dev/igw/pkg/manager"
+	"github.com/igw-dev/igw/pkg/render"
+)
+
+const (
+	watched   = "models"
+	unwatched = "elsewhere"
+)
+
+// health runs script on obj as Argo CD does: obj is a global table of the
+// object, and the script returns a table with status and message.
+func health(t *testing.T, script string, obj client.Object) (status, message string) {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	L := lua.NewState(lua.Options{SkipOpenLibs: false})
+	defer L.Close()
+	L.SetGlobal("obj", toLua(L, m))
+	if err := L.DoString(script); err != nil {
+		t.Fatalf("the health check fails to run: %v", err)
+	}
+	ret, ok := L.Get(-1).(*lua.LTable)
+	if !ok {
+		t.Fatalf("the health check returned %v, not a table", L.Get(-1))
+	}
+	return lua.LVAsString(ret.RawGetString("status")), lua.LVAsString(ret.RawGetString("message"))
+}
+
+// toLua converts decoded JSON the way Argo CD hands objects to Lua.
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch x := v.(type) {
+	case map[string]any:
+		t := L.NewTable()
+		for k, e := range x {
+			t.RawSetString(k, toLua(L, e))
+		}
+		return t
+	case []any:
+		t := L.NewTable()
+		for _, e := range x {
+			t.Append(toLua(L, e))
+		}
+		return t
+	case string:
+		return lua.LString(x)
+	case bool:
+		return lua.LBool(x)
+	case int64:
+		return lua.LNumber(x)
+	case float64:
+		return lua.LNumber(x)
+	case nil:
+		return lua.LNil
+	}
+	return lua.LString("")
+}
+
+func scripts(t *testing.T) map[string]string {
+	t.Helper()
+	root := testenv.RepoRoot()
+	file, err := os.ReadFile(filepath.Join(root, "config", "argocd", "health", "health.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "argocd", "argocd-cm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kind := range []string{"InferenceGatewayConfig", "ModelRoute"} {
+		key := "resource.customizations.health." + igwv1.GroupVersion.Group + "_" + kind
+		s, ok := cm.Data[key]
+		if !ok {
+			t.Fatalf("argocd-cm.yaml has no %s", key)
+		}
+		if s != string(file) {
+			t.Errorf("argocd-cm.yaml's %s differs from health/health.lua", key)
+		}
+		out[kind] = s
+	}
+	return out
+}
+
+func TestHealthOnRealObjects(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set (KUBEBUILDER_ASSETS=$(hack/control-plane.sh))")
+	}
+	check := scripts(t)
+	env, err := testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ns := range []string{watched, unwatched} {
+		if err := fixtures.Namespace(ctx, k8s, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The operator watches one namespace, so objects elsewhere stay as created.
+	op, err := manager.New(env.Config, &manager.Options{MetricsAddr: "0", ProbeAddr: "0", SyncPeriod: time.Hour,
+		WatchNamespace: watched, EPPImage: "epp:test", BBRImage: "bbr:test", MaxConcurrentReconciles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- op.Start(opCtx) }()
+	t.Cleanup(stop)
+
+	newConfig := func(ns string) *igwv1.InferenceGatewayConfig {
+		return &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "igw"},
+			Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: "gw"}}}}
+	}
+	newRoute := func(ns string) *igwv1.ModelRoute {
+		return &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
+			Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: "igw"}, Models: []igwv1.ModelName{"llama"},
+				Selector: igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": "llama"}}}}
+	}
+	want := func(what string, obj client.Object, status, inMessage string) {
+		t.Helper()
+		for _, kind := range []string{"InferenceGatewayConfig", "ModelRoute"} {
+			if _, ok := obj.(*igwv1.ModelRoute); ok != (kind == "ModelRoute") {
+				continue
+			}
+			got, msg := health(t, check[kind], obj)
+			if got != status || !strings.Contains(msg, inMessage) {
+				t.Errorf("%s: %s health %s (%q), want %s with %q", what, kind, got, msg, status, inMessage)
+			}
+		}
+	}
+	// eventually waits until the object read back satisfies ok.
+	eventually := func(obj client.Object, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				t.Fatal(err)
+			}
+			if ok() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s/%s never reached the state: %+v", obj.GetNamespace(), obj.GetName(), obj)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	// No status yet: Progressing.
+	for _, o := range []client.Object{newConfig(unwatched), newRoute(unwatched)} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+		want("never reconciled", o, "Progressing", "generation 1")
+	}
+
+	// Reconciled, nothing serving yet (Gateway not programmed, no model pods): Degraded.
+	if _, err := fixtures.Gateway(ctx, k8s, watched, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, mr := newConfig(watched), newRoute(watched)
+	for _, o := range []client.Object{cfg, mr} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(cfg, func() bool { return cfg.Status.ObservedGeneration == cfg.Generation })
+	eventually(mr, func() bool { return mr.Status.ObservedGeneration == mr.Generation })
+	want("gateway not programmed", cfg, "Degraded", "")
+	want("no model server pods", mr, "Degraded", "selector")
+
+	// Everything up (the fixtures play Envoy Gateway, the kubelet and the
+	// deployment controller): Healthy.
+	if err := fixtures.ProgramGateway(ctx, k8s, watched, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixtures.ModelPod(ctx, k8s, watched, "llama-0", map[string]string{"app": "llama"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := fixtures.SetPodReady(ctx, k8s, watched, "llama-0", "10.0.0.7"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{render.NamesForConfig("igw").BBR, render.NamesForRoute("llama").EPP} {
+		eventuallyAvailable(t, ctx, k8s, watched, d)
+	}
+	eventually(cfg, func() bool { return fixtures.Condition(cfg.Status.Conditions, igwv1.ConditionReady) == "True/Ready" })
+	eventually(mr, func() bool { return fixtures.Condition(mr.Status.Conditions, igwv1.ConditionReady) == "True/Ready" })
+	want("serving", cfg, "Healthy", "")
+	want("serving", mr, "Healthy", "endpoints ready")
+
+	// A spec change the operator has not observed yet: Progressing again. The
+	// operator is stopped first, so the status stays the one it wrote.
+	stop()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"spec":{"requestTimeout":"30s"}}`)
+	if err := k8s.Patch(ctx, mr, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(mr), mr); err != nil {
+		t.Fatal(err)
+	}
+	if mr.Status.ObservedGeneration >= mr.Generation {
+		t.Fatalf("generation %d, observed %d: the patch did not change the spec", mr.Generation, mr.Status.ObservedGeneration)
+	}
+	want("spec changed", mr, "Progressing", "generation 2")
+}
+
+func eventuallyAvailable(t *testing.T, ctx context.Context, c client.Client, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fixtures.SetDeploymentAvailable(ctx, c, ns, name)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Deployment %s/%s: %v", ns, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHealthOfStatuses covers the cases the real objects above do not: a
+// Ready condition missing, and a status without conditions.
+func TestHealthOfStatuses(t *testing.T) {
+	check := scripts(t)
+	for _, c := range []struct {
+		name, status, want string
+	}{
+		{"observed, no conditions", `{"observedGeneration": 3}`, "Healthy"},
+		{"observed, Ready missing", `{"observedGeneration": 3, "conditions": [{"type": "Accepted", "status": "True"}]}`, "Healthy"},
+		{"observed, Ready False", `{"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "False", "reason": "X", "message": "y"}]}`, "Degraded"},
+		{"behind", `{"observedGeneration": 2, "conditions": [{"type": "Ready", "status": "False"}]}`, "Progressing"},
+	} {
+		var status map[string]any
+		if err := yaml.Unmarshal([]byte(c.status), &status); err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.igw.dev/v1alpha1", "kind": "ModelRoute",
+			"metadata": map[string]any{"name": "x", "generation": int64(3)}, "status": status}}
+		if got, msg := health(t, check["ModelRoute"], u); got != c.want {
+			t.Errorf("%s: %s (%q), want %s", c.name, got, msg, c.want)
+		}
+	}
+}
