@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/bbr"
@@ -271,7 +272,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ctx, "epp", epp.Run)
+	servetest.Serve(t, "endpoint picker", epp.Run)
 	picker, err := extproctest.Dial(epp.Addr("grpc"), extproctest.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ctx, "bbr", router.Run)
+	servetest.Serve(t, "body-based router", router.Run)
 	bc, err := extproctest.Dial(router.Addr("grpc"), extproctest.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +320,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = env.Stop() }()
+	t.Cleanup(func() { _ = env.Stop() }) // after the operator stops: cleanups run last-in first-out
 	addr := freeAddr(t)
 	op, err := manager.New(env.Config, &manager.Options{MetricsAddr: addr, ProbeAddr: "0", SyncPeriod: time.Hour,
 		LeaderElect: true, LeaderElectionID: manager.NewOptions().LeaderElectionID, LeaderElectionNS: "default",
@@ -327,7 +328,10 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ctx, "operator", op.Start)
+	servetest.Serve(t, "operator", func(ctx context.Context, ready chan<- struct{}) error {
+		close(ready)
+		return op.Start(ctx)
+	})
 	k8s, err := client.New(env.Config, client.Options{Scheme: op.GetScheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -400,35 +404,6 @@ func upstream(t *testing.T, url string, body []byte) *extproctest.Response {
 	}
 	return &extproctest.Response{Headers: extproctest.NewHeaders(":status", fmt.Sprint(resp.StatusCode),
 		"content-type", resp.Header.Get("Content-Type")), Chunks: chunks}
-}
-
-// run runs a server until the test ends.
-func run(t *testing.T, ctx context.Context, name string, f any) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	switch f := f.(type) {
-	case func(context.Context, chan<- struct{}) error:
-		ready := make(chan struct{})
-		go func() { done <- f(ctx, ready) }()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatalf("%s: %v", name, err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not start", name)
-		}
-	case func(context.Context) error:
-		go func() { done <- f(ctx) }()
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s did not stop", name)
-		}
-	})
 }
 
 func freeAddr(t *testing.T) string {
