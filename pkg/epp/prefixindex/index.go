@@ -401,3 +401,39 @@ func (ix *Index) Blocks() int {
 	defer ix.mu.RUnlock()
 	return len(ix.blocks)
 }
+
+// VisitRecent calls visit with the hash of every block the index holds, the
+// ones most likely to stay first, until visit returns false: a summary that
+// can describe only so many blocks keeps those. Blocks touched since their
+// ring's hand passed come first, then each endpoint's blocks newest first
+// (a prefix's leading blocks are its newest, see Add), endpoints taken in
+// turn. A block that several endpoints hold is visited once per holder. visit
+// runs under the index's read lock: it must not call the index.
+func (ix *Index) VisitRecent(visit func(hash uint64) bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	longest := 0
+	for e := range ix.lrus {
+		l := &ix.lrus[e]
+		longest = max(longest, len(l.ring))
+		for _, it := range l.ring {
+			if it.touched && !it.anonymous && !visit(it.hash) {
+				return
+			}
+		}
+	}
+	for j := range longest {
+		for e := range ix.lrus {
+			l := &ix.lrus[e]
+			n := len(l.ring)
+			if j >= n {
+				continue
+			}
+			// The newest item sits just before the hand (the ring's end until it is full).
+			it := l.ring[((l.head-1-j)%n+n)%n]
+			if !it.touched && !it.anonymous && !visit(it.hash) {
+				return
+			}
+		}
+	}
+}

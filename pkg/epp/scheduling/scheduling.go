@@ -101,6 +101,10 @@ type Cycle struct {
 	Rand *rand.Rand
 	// Latency is the configured timing model of the servers.
 	Latency latency.Model
+	// Data is what the caller attaches for its own plugins, untouched by
+	// Reset: the global tier's table of member clusters. The endpoint picker
+	// leaves it nil.
+	Data any
 
 	prefix      PrefixSettings
 	hashes      []uint64
