@@ -92,7 +92,7 @@ func TestHandlerOverHTTP(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, method, auth string
-		want                int
+		want               int
 	}{
 		{"no header", http.MethodGet, "", http.StatusUnauthorized},
 		{"basic", http.MethodGet, "Basic " + tokenB, http.StatusUnauthorized},

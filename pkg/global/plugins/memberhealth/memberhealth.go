@@ -1,0 +1,77 @@
+// Package memberhealth keeps the global picker's requests off member clusters
+// that are out of rotation (failed checks, ejected by outlier detection; see
+// pkg/global/health), and lets a member that came back take its share
+// gradually: during slow start it stays a candidate with probability equal to
+// its weight, so the traffic that spilled elsewhere returns without a burst.
+package memberhealth
+
+import (
+	"strings"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/global/member"
+)
+
+// Type is the plugin's type name.
+const Type = "member-health"
+
+// Filter drops members out of rotation, and members in slow start with
+// probability 1 − weight. When only members in slow start were left and all
+// were drawn out, they are kept: slow start shapes a share, it never refuses.
+type Filter struct{ scheduling.Named }
+
+var _ scheduling.Filter = (*Filter)(nil)
+
+// New is the registry factory; the filter has no parameters.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	if err := params.Decode(&struct{}{}); err != nil {
+		return nil, err
+	}
+	return &Filter{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
+}
+
+// Filter implements scheduling.Filter.
+func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+	t := member.From(c)
+	out := in[:0]
+	warming := 0
+	for _, v := range in {
+		s := t.Of(v)
+		switch {
+		case s == nil || !s.Health.InRotation:
+		case s.Health.Weight >= 1 || c.Rand.Float64() < s.Health.Weight:
+			out = append(out, v)
+		default:
+			warming++
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	// Nothing was kept, so in is intact.
+	if warming > 0 {
+		for _, v := range in {
+			if s := t.Of(v); s != nil && s.Health.InRotation {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	var sb strings.Builder
+	sb.WriteString("no member cluster is in rotation")
+	for i, v := range in {
+		sep := ": "
+		if i > 0 {
+			sep = "; "
+		}
+		sb.WriteString(sep)
+		if s := t.Of(v); s != nil {
+			sb.WriteString(s.Name + " " + s.Health.Reason)
+		} else {
+			sb.WriteString(v.Key + " unknown")
+		}
+	}
+	t.Reject(sb.String())
+	return out
+}

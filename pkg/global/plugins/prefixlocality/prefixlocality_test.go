@@ -1,0 +1,62 @@
+package prefixlocality
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/prefixindex"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/global/member"
+	"github.com/igw-dev/igw/pkg/global/member/membertest"
+	"github.com/igw-dev/igw/pkg/globalsummary"
+)
+
+var now = time.Unix(1_700_000_000, 0)
+
+func holding(hashes []uint64, blockTokens int) *globalsummary.Model {
+	m := membertest.Model("llama")
+	m.Digest = globalsummary.NewDigest(blockTokens, len(hashes), 0)
+	for _, h := range hashes {
+		m.Digest.Add(h)
+	}
+	return m
+}
+
+// TestScoresTheShareHeld: a member holding 6 of the prompt's 8 blocks scores
+// 0.75, one holding a single 64-token block (under minMatchTokens) 0, one holding the
+// same conversation of another model 0, one with its own block size is
+// matched at that size.
+func TestScoresTheShareHeld(t *testing.T) {
+	prompt := strings.Repeat("turn one. turn two. ", 1000)[:8*128*prefixindex.CharsPerToken+50]
+	h128 := prefixindex.Hash(nil, "llama", prompt, 128*prefixindex.CharsPerToken, 256)
+	h64 := prefixindex.Hash(nil, "llama", prompt, 64*prefixindex.CharsPerToken, 256)
+	h256 := prefixindex.Hash(nil, "llama", prompt, 256*prefixindex.CharsPerToken, 256)
+	other := prefixindex.Hash(nil, "qwen", prompt, 128*prefixindex.CharsPerToken, 256)
+	states := []member.State{
+		membertest.Member("six", "r", holding(h128[:6], 128), time.Millisecond, now),
+		membertest.Member("one", "r", holding(h64[:1], 64), time.Millisecond, now),
+		membertest.Member("qwen", "r", holding(other, 128), time.Millisecond, now),
+		membertest.Member("big", "r", holding(h256[:2], 256), time.Millisecond, now),
+		membertest.Member("none", "r", membertest.Model("llama"), time.Millisecond, now),
+	}
+	s, _ := New(Type, nil)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", now, states...)
+	got := membertest.Scores(s.(*Scorer), c, views)
+	want := []float64{0.75, 0, 0, 0.5, 0}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%s scores %v, want %v", states[i].Name, got[i], want[i])
+		}
+	}
+	// Without the minimum, the single block counts: 1 of the prompt's 16 blocks of 64 tokens.
+	all, _ := New(Type, scheduling.Parameters(`{"minMatchTokens":0}`))
+	if got := membertest.Scores(all.(*Scorer), c, views); got[1] != 1.0/16 {
+		t.Errorf("without a minimum, one block of 16 scores %v", got[1])
+	}
+	// An adapter's prompt is hashed with the adapter's name, as the member's picker does.
+	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql", Prompt: prompt}, "", now, states...)
+	if got := membertest.Scores(s.(*Scorer), c, views); got[0] != 0 {
+		t.Errorf("the base model's blocks matched an adapter's prompt: %v", got[0])
+	}
+}

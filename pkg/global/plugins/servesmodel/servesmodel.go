@@ -1,0 +1,76 @@
+// Package servesmodel keeps the member clusters whose latest summary lists the
+// request's model (and its adapter, when it names one) with a ready endpoint.
+// A member that never sent a valid summary for the model is not a candidate:
+// nothing says it could answer.
+package servesmodel
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/global/member"
+)
+
+// Type is the plugin's type name.
+const Type = "member-serves-model"
+
+// Filter drops members that cannot serve the request's model.
+type Filter struct{ scheduling.Named }
+
+var _ scheduling.Filter = (*Filter)(nil)
+
+// New is the registry factory; the filter has no parameters.
+func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
+	if err := params.Decode(&struct{}{}); err != nil {
+		return nil, err
+	}
+	return &Filter{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
+}
+
+// why says why s cannot serve the request ("" when it can).
+func why(s *member.State, adapter string) string {
+	switch {
+	case s == nil || s.Summary == nil:
+		return "has no summary of the model"
+	case s.Summary.ReadyEndpoints == 0:
+		return "has no ready endpoint (" + strconv.Itoa(s.Summary.Endpoints) + " known)"
+	case adapter != "" && !slices.Contains(s.Summary.Adapters, adapter):
+		return "does not list adapter " + adapter
+	}
+	return ""
+}
+
+// Filter implements scheduling.Filter.
+func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+	t := member.From(c)
+	out := in[:0]
+	for _, v := range in {
+		if why(t.Of(v), c.Request.Adapter) == "" {
+			out = append(out, v)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	var sb strings.Builder
+	sb.WriteString("no member cluster serves model " + c.Request.Model)
+	if c.Request.Adapter != "" {
+		sb.WriteString(" with adapter " + c.Request.Adapter)
+	}
+	for i, v := range in { // nothing was kept, so in is intact
+		sep := ": "
+		if i > 0 {
+			sep = "; "
+		}
+		name := v.Key
+		if s := t.Of(v); s != nil {
+			name = s.Name
+		}
+		sb.WriteString(sep + name + " " + why(t.Of(v), c.Request.Adapter))
+	}
+	t.Reject(sb.String())
+	return out
+}
