@@ -62,16 +62,7 @@ type benchFleet struct {
 
 func newBenchFleet(b testing.TB, n int, config string) *benchFleet {
 	b.Helper()
-	p, err := New(Options{Region: "us-east-1", Seed: 7})
-	if err != nil {
-		b.Fatal(err)
-	}
-	pl, err := LoadPipeline([]byte(config))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p.SetPipeline(pl)
-	f := &benchFleet{p: p}
+	f := &benchFleet{}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := range 16 { // 16 conversations of about 8k tokens
 		f.prompts = append(f.prompts, strings.Repeat(fmt.Sprintf("conversation %d: user asks, assistant answers at length. ", i), 600)[:8192*prefixindex.CharsPerToken])
@@ -79,9 +70,8 @@ func newBenchFleet(b testing.TB, n int, config string) *benchFleet {
 	for i := range n {
 		f.members = append(f.members, Member{Name: fmt.Sprintf("m%02d", i), Region: benchRegions[i%len(benchRegions)], Address: fmt.Sprintf("gw%02d.example:443", i)})
 	}
-	if err := p.SetMembers(f.members); err != nil {
-		b.Fatal(err)
-	}
+	p := newTestPicker(b, config, 7, f.members)
+	f.p = p
 	for i, m := range f.members {
 		h := 0.2 + 0.6*rng.Float64()
 		e := globalsummary.Model{Model: "llama", Endpoints: 8, ReadyEndpoints: 8, Waiting: rng.IntN(20), Running: 50 + rng.IntN(100),

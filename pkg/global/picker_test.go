@@ -27,20 +27,27 @@ type fleet struct {
 	models  map[string]globalsummary.Model
 }
 
-func newFleet(t *testing.T, config string, members ...Member) *fleet {
-	t.Helper()
-	p, err := New(Options{Region: "us-east-1", Seed: 1})
+// newTestPicker returns a picker in us-east-1 running config over members.
+func newTestPicker(tb testing.TB, config string, seed uint64, members []Member) *Picker {
+	tb.Helper()
+	p, err := New(Options{Region: "us-east-1", Seed: seed})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	pl, err := LoadPipeline([]byte(config))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p.SetPipeline(pl)
 	if err := p.SetMembers(members); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return p
+}
+
+func newFleet(t *testing.T, config string, members ...Member) *fleet {
+	t.Helper()
+	p := newTestPicker(t, config, 1, members)
 	f := &fleet{t: t, p: p, members: members, rtt: map[string]time.Duration{}, models: map[string]globalsummary.Model{}}
 	for _, m := range members {
 		f.rtt[m.Name] = 2 * time.Millisecond

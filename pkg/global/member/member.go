@@ -8,6 +8,7 @@ package member
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
@@ -172,6 +173,30 @@ func (t *Table) Reject(reason string) {
 	for i := len(t.notes) - 1; i >= 0; i-- {
 		t.rejection = t.notes[i] + "; " + t.rejection
 	}
+}
+
+// RejectEach records that a filter kept none of in: lead, then each
+// candidate's member and why it was dropped. in must be intact (a filter that
+// kept nothing has written nothing into it).
+func (t *Table) RejectEach(lead string, in []*datastore.View, why func(s *State) string) {
+	if t == nil {
+		return
+	}
+	var sb strings.Builder
+	sb.WriteString(lead)
+	for i, v := range in {
+		if i == 0 {
+			sb.WriteString(": ")
+		} else {
+			sb.WriteString("; ")
+		}
+		if s := t.Of(v); s != nil {
+			sb.WriteString(s.Name + " " + why(s))
+		} else {
+			sb.WriteString(v.Key + " (unknown member)")
+		}
+	}
+	t.Reject(sb.String())
 }
 
 // Rejection is the reason recorded by Reject ("" when none was).

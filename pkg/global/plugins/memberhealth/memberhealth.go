@@ -6,8 +6,6 @@
 package memberhealth
 
 import (
-	"strings"
-
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/member"
@@ -58,20 +56,6 @@ func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.
 		}
 		return out
 	}
-	var sb strings.Builder
-	sb.WriteString("no member cluster is in rotation")
-	for i, v := range in {
-		sep := ": "
-		if i > 0 {
-			sep = "; "
-		}
-		sb.WriteString(sep)
-		if s := t.Of(v); s != nil {
-			sb.WriteString(s.Name + " " + s.Health.Reason)
-		} else {
-			sb.WriteString(v.Key + " unknown")
-		}
-	}
-	t.Reject(sb.String())
+	t.RejectEach("no member cluster is in rotation", in, func(s *member.State) string { return s.Health.Reason })
 	return out
 }

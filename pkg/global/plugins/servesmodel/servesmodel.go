@@ -7,7 +7,6 @@ package servesmodel
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
@@ -55,22 +54,10 @@ func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.
 	if len(out) > 0 {
 		return out
 	}
-	var sb strings.Builder
-	sb.WriteString("no member cluster serves model " + c.Request.Model)
+	lead := "no member cluster serves model " + c.Request.Model
 	if c.Request.Adapter != "" {
-		sb.WriteString(" with adapter " + c.Request.Adapter)
+		lead += " with adapter " + c.Request.Adapter
 	}
-	for i, v := range in { // nothing was kept, so in is intact
-		sep := ": "
-		if i > 0 {
-			sep = "; "
-		}
-		name := v.Key
-		if s := t.Of(v); s != nil {
-			name = s.Name
-		}
-		sb.WriteString(sep + name + " " + why(t.Of(v), c.Request.Adapter))
-	}
-	t.Reject(sb.String())
+	t.RejectEach(lead, in, func(s *member.State) string { return why(s, c.Request.Adapter) }) // nothing was kept, so in is intact
 	return out
 }
