@@ -14,6 +14,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/tokencount"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -65,7 +66,7 @@ func newBenchFleet(b testing.TB, n int, config string) *benchFleet {
 	f := &benchFleet{}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := range 16 { // 16 conversations of about 8k tokens
-		f.prompts = append(f.prompts, strings.Repeat(fmt.Sprintf("conversation %d: user asks, assistant answers at length. ", i), 600)[:8192*prefixindex.CharsPerToken])
+		f.prompts = append(f.prompts, strings.Repeat(fmt.Sprintf("conversation %d: user asks, assistant answers at length. ", i), 600)[:8192*tokencount.CharsPerToken])
 	}
 	for i := range n {
 		f.members = append(f.members, Member{Name: fmt.Sprintf("m%02d", i), Region: benchRegions[i%len(benchRegions)], Address: fmt.Sprintf("gw%02d.example:443", i)})
@@ -82,7 +83,7 @@ func newBenchFleet(b testing.TB, n int, config string) *benchFleet {
 			e.Digest.Add(rng.Uint64())
 		}
 		conv := f.prompts[i%len(f.prompts)]
-		for _, hsh := range prefixindex.Hash(nil, "llama", conv, 128*prefixindex.CharsPerToken, 256)[:8+i%56] {
+		for _, hsh := range prefixindex.Hash(nil, "llama", conv, 128*tokencount.CharsPerToken, 256)[:8+i%56] {
 			e.Digest.Add(hsh)
 		}
 		f.summaries = append(f.summaries, &globalsummary.Summary{Version: 1, Cluster: m.Name, Region: m.Region, Models: []globalsummary.Model{e}})

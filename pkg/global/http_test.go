@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/tokencount"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -27,7 +29,7 @@ type memberCluster struct {
 
 func startMember(t *testing.T, name, region, tokenFile string) *memberCluster {
 	t.Helper()
-	mc := &memberCluster{store: datastore.NewStore(datastore.DefaultPriors), index: prefixindex.New(10000)}
+	mc := &memberCluster{store: datastore.NewStore(latency.DefaultPriors), index: prefixindex.New(10000)}
 	eps := []datastore.Endpoint{{Address: "10.0.0.1", Port: 8000}, {Address: "10.0.0.2", Port: 8000}}
 	mc.store.SetEndpoints(eps)
 	auth, err := globalsummary.NewTokenFile(tokenFile, nil)
@@ -69,7 +71,7 @@ func TestMembersOverHTTP(t *testing.T) {
 	a := startMember(t, "a", "us-east-1", tokenFile)
 	b := startMember(t, "b", "us-east-1", tokenFile)
 	conversation := strings.Repeat("system: you are terse. user: summarise the incident report. ", 300)
-	hashes := prefixindex.Hash(nil, "llama", conversation, 128*prefixindex.CharsPerToken, 256)
+	hashes := prefixindex.Hash(nil, "llama", conversation, 128*tokencount.CharsPerToken, 256)
 	b.index.Add(b.store.Get("10.0.0.2:8000").ID(), hashes, nil)
 
 	p, err := New(Options{Region: "us-east-1"})
@@ -105,7 +107,7 @@ func TestMembersOverHTTP(t *testing.T) {
 	if apiErr != nil {
 		t.Fatal(apiErr)
 	}
-	if d.Member != "b" || d.UncachedTokens >= len(conversation)/prefixindex.CharsPerToken/2 {
+	if d.Member != "b" || d.UncachedTokens >= len(conversation)/tokencount.CharsPerToken/2 {
 		t.Fatalf("picked %s with %d uncached tokens: %s", d.Member, d.UncachedTokens, d.Breakdown)
 	}
 	p.ObserveCompletion(d, time.Now())

@@ -112,7 +112,7 @@ func (p *Picker) modelStore(model string) *modelStore {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ms = p.models[model]; ms == nil {
-		ms = &modelStore{name: model, store: datastore.NewStore(datastore.DefaultPriors)}
+		ms = &modelStore{name: model, store: datastore.NewStore(latency.DefaultPriors)}
 		ms.store.SetEndpoints(p.endpoints)
 		p.models[model] = ms
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -89,7 +90,7 @@ var three = []Member{
 }
 
 func withDigest(m globalsummary.Model, prompt string) globalsummary.Model {
-	hashes := prefixindex.Hash(nil, m.Model, prompt, 128*prefixindex.CharsPerToken, 256)
+	hashes := prefixindex.Hash(nil, m.Model, prompt, 128*tokencount.CharsPerToken, 256)
 	m.Digest = globalsummary.NewDigest(128, len(hashes), 0)
 	for _, h := range hashes {
 		m.Digest.Add(h)

@@ -93,7 +93,7 @@ func (e *Exporter) model(src Source, now time.Time) Model {
 		m.ReadyEndpoints++
 		m.Waiting += v.WaitingEstimate()
 		m.Running += v.RunningEstimate()
-		m.QueuedPrefillTokens += latency.WorkAhead(&v, 0)
+		m.QueuedPrefillTokens += latency.WorkAhead(v.Queue(), 0)
 		rate := v.Speed.PrefillTokensPerSecond
 		m.PrefillTokensPerSecond += rate
 		m.EndpointPrefillTokensPerSecond = max(m.EndpointPrefillTokensPerSecond, rate)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -18,7 +20,7 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 // holding one conversation on the first endpoint.
 func pool(t *testing.T) (Source, []uint64) {
 	t.Helper()
-	store := datastore.NewStore(datastore.DefaultPriors)
+	store := datastore.NewStore(latency.DefaultPriors)
 	eps := []datastore.Endpoint{{Address: "10.0.0.1", Port: 8000}, {Address: "10.0.0.2", Port: 8000}, {Address: "10.0.0.3", Port: 8000}}
 	store.SetEndpoints(eps)
 	store.UpdateMetrics(eps[0].Key(), datastore.Metrics{Waiting: 2, Running: 5, KVCacheKnown: true, KVCacheUsage: 0.5, BlockSizeTokens: 16, NumGPUBlocks: 1000, SampledAt: t0}, t0)
@@ -29,7 +31,7 @@ func pool(t *testing.T) (Source, []uint64) {
 
 	ix := prefixindex.New(1000)
 	prompt := strings.Repeat("You are a helpful assistant. ", 200)
-	hashes := prefixindex.Hash(nil, "llama", prompt, 128*prefixindex.CharsPerToken, 0)
+	hashes := prefixindex.Hash(nil, "llama", prompt, 128*tokencount.CharsPerToken, 0)
 	ix.Add(store.Get(eps[0].Key()).ID(), hashes[:5], nil)
 
 	errs := NewErrorWindow(DefaultErrorWindow, 30)
@@ -59,7 +61,7 @@ func TestExporterSummarisesThePicker(t *testing.T) {
 	if m.Waiting != 3 || m.Running != 8 {
 		t.Errorf("waiting %d running %d, want 3 and 8 (the stale endpoint left out)", m.Waiting, m.Running)
 	}
-	if want := 2 * datastore.DefaultPriors.PrefillTokensPerSecond; m.PrefillTokensPerSecond != want || m.EndpointPrefillTokensPerSecond != want/2 {
+	if want := 2 * latency.DefaultPriors.PrefillTokensPerSecond; m.PrefillTokensPerSecond != want || m.EndpointPrefillTokensPerSecond != want/2 {
 		t.Errorf("rates %v / %v, want %v / %v", m.PrefillTokensPerSecond, m.EndpointPrefillTokensPerSecond, want, want/2)
 	}
 	// 3 waiting requests nobody sent through this picker, at the default prompt each.

@@ -16,6 +16,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 // State is one member as one decision sees it (a copy: plugins need no locks).
@@ -152,7 +153,7 @@ func (t *Table) promptHashes(c *scheduling.Cycle, blockTokens int) []uint64 {
 		t.hashes = append(t.hashes, promptHashes{})
 	}
 	t.hashes[n].blockTokens = blockTokens
-	t.hashes[n].hashes = prefixindex.Hash(t.hashes[n].hashes[:0], seed, c.Request.Prompt, blockTokens*prefixindex.CharsPerToken, t.MaxPrefixBlocks)
+	t.hashes[n].hashes = prefixindex.Hash(t.hashes[n].hashes[:0], seed, c.Request.Prompt, blockTokens*tokencount.CharsPerToken, t.MaxPrefixBlocks)
 	return t.hashes[n].hashes
 }
 

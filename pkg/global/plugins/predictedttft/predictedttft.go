@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/member"
 )
@@ -72,7 +73,7 @@ func Predict(c *scheduling.Cycle, v *datastore.View, unknownRTT float64) (float6
 	m := s.Summary
 	total := m.PrefillTokensPerSecond
 	if total <= 0 {
-		total = datastore.DefaultPriors.PrefillTokensPerSecond * float64(max(1, m.ReadyEndpoints))
+		total = latency.DefaultPriors.PrefillTokensPerSecond * float64(max(1, m.ReadyEndpoints))
 	}
 	one := m.EndpointPrefillTokensPerSecond
 	if one <= 0 {

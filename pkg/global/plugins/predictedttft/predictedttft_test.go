@@ -10,6 +10,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 var now = time.Unix(1_700_000_000, 0)
@@ -27,10 +28,10 @@ func scorer(t *testing.T, params string) *Scorer {
 // drained since the summary plus the hub's sends, the own prompt less what
 // the digest holds, and the decode step.
 func TestPredictionTerms(t *testing.T) {
-	prompt := strings.Repeat("x", 4000*prefixindex.CharsPerToken) // 4000 tokens
-	m := membertest.Model("llama")                                // 20k tokens/s, step 10 ms, KV half free
+	prompt := strings.Repeat("x", 4000*tokencount.CharsPerToken) // 4000 tokens
+	m := membertest.Model("llama")                               // 20k tokens/s, step 10 ms, KV half free
 	m.QueuedPrefillTokens, m.PrefillTokensPerSecond = 40000, 40000
-	hashes := prefixindex.Hash(nil, "llama", prompt, 128*prefixindex.CharsPerToken, 256)
+	hashes := prefixindex.Hash(nil, "llama", prompt, 128*tokencount.CharsPerToken, 256)
 	m.Digest = globalsummary.NewDigest(128, 100, 0)
 	for _, h := range hashes[:10] { // the member holds 1280 tokens of the prompt
 		m.Digest.Add(h)

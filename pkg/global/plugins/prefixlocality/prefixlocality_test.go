@@ -10,6 +10,7 @@ import (
 	"github.com/igw-dev/igw/pkg/global/member"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 var now = time.Unix(1_700_000_000, 0)
@@ -28,11 +29,11 @@ func holding(hashes []uint64, blockTokens int) *globalsummary.Model {
 // same conversation of another model 0, one with its own block size is
 // matched at that size.
 func TestScoresTheShareHeld(t *testing.T) {
-	prompt := strings.Repeat("turn one. turn two. ", 1000)[:8*128*prefixindex.CharsPerToken+50]
-	h128 := prefixindex.Hash(nil, "llama", prompt, 128*prefixindex.CharsPerToken, 256)
-	h64 := prefixindex.Hash(nil, "llama", prompt, 64*prefixindex.CharsPerToken, 256)
-	h256 := prefixindex.Hash(nil, "llama", prompt, 256*prefixindex.CharsPerToken, 256)
-	other := prefixindex.Hash(nil, "qwen", prompt, 128*prefixindex.CharsPerToken, 256)
+	prompt := strings.Repeat("turn one. turn two. ", 1000)[:8*128*tokencount.CharsPerToken+50]
+	h128 := prefixindex.Hash(nil, "llama", prompt, 128*tokencount.CharsPerToken, 256)
+	h64 := prefixindex.Hash(nil, "llama", prompt, 64*tokencount.CharsPerToken, 256)
+	h256 := prefixindex.Hash(nil, "llama", prompt, 256*tokencount.CharsPerToken, 256)
+	other := prefixindex.Hash(nil, "qwen", prompt, 128*tokencount.CharsPerToken, 256)
 	states := []member.State{
 		membertest.Member("six", "r", holding(h128[:6], 128), time.Millisecond, now),
 		membertest.Member("one", "r", holding(h64[:1], 64), time.Millisecond, now),
