@@ -2,11 +2,8 @@ package controllers_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -18,9 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/controllers"
+	"github.com/igw-dev/igw/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from what the operator created")
 
 // child names one expected child.
 type child struct {
@@ -73,7 +69,8 @@ func goldenForm(obj client.Object, gvk schema.GroupVersionKind) map[string]any {
 	return m
 }
 
-// checkGolden compares the children with testdata/NAME.golden.yaml.
+// checkGolden compares the children in the API server with testdata/NAME.golden.yaml
+// (go test ./controllers -update rewrites it).
 func checkGolden(name string, children []child) {
 	var b bytes.Buffer
 	for _, c := range children {
@@ -84,32 +81,5 @@ func checkGolden(name string, children []child) {
 		b.WriteString("---\n")
 		b.Write(data)
 	}
-	path := filepath.Join("testdata", name+".golden.yaml")
-	if *update {
-		Expect(os.MkdirAll("testdata", 0o755)).To(Succeed())
-		Expect(os.WriteFile(path, b.Bytes(), 0o644)).To(Succeed())
-		return
-	}
-	want, err := os.ReadFile(path)
-	Expect(err).NotTo(HaveOccurred(), "run the suite with -update to create "+path)
-	if !bytes.Equal(want, b.Bytes()) {
-		Fail(fmt.Sprintf("%s differs from the children in the API server (rerun with -update if intended):\n%s", path, firstDiff(string(want), b.String())))
-	}
-}
-
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var a, b string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			b = g[i]
-		}
-		if a != b {
-			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, a, b)
-		}
-	}
-	return ""
+	golden.Check(GinkgoT(), filepath.Join("testdata", name+".golden.yaml"), b.Bytes())
 }

@@ -2,7 +2,6 @@ package render
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,12 +21,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/golden"
 	eppconfig "github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the current rendering")
 
 var testImages = Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
 
@@ -94,100 +92,86 @@ func objectsYAML(t *testing.T, objs []client.Object) []byte {
 	return b.Bytes()
 }
 
-func checkGolden(t *testing.T, name string, got []byte) {
+// goldenCase is a testdata/<case>.in.yaml: what to render, from which objects.
+// Its output is testdata/<case>.out.yaml.
+type goldenCase struct {
+	// Render is "config" for the config's gateway-wide children, or
+	// "route/NAME" for the children of the route NAME of Routes.
+	Render string                       `json:"render"`
+	Config igwv1.InferenceGatewayConfig `json:"config"`
+	// Routes are the config's routes (for "config") or hold the one rendered.
+	Routes       []igwv1.ModelRoute `json:"routes,omitempty"`
+	Observations struct {
+		AcceleratorTypes []string `json:"acceleratorTypes,omitempty"`
+	} `json:"observations,omitempty"`
+}
+
+func loadCase(t *testing.T, path string) goldenCase {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden.yaml")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c goldenCase
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return c
+}
+
+// objects renders the case.
+func (c goldenCase) objects(t *testing.T) []client.Object {
+	t.Helper()
+	if c.Render == "config" {
+		out, err := Config(ConfigInput{Config: &c.Config, Routes: c.Routes, Images: testImages})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return
+		return out.Objects
 	}
-	want, err := os.ReadFile(path)
+	name, ok := strings.CutPrefix(c.Render, "route/")
+	i := slices.IndexFunc(c.Routes, func(mr igwv1.ModelRoute) bool { return mr.Name == name })
+	if !ok || i < 0 {
+		t.Fatalf("render: %q names neither config nor route/NAME of a route in routes", c.Render)
+	}
+	out, err := Route(RouteInput{Route: &c.Routes[i], Config: &c.Config, Images: testImages,
+		Observations: Observations{AcceleratorTypes: c.Observations.AcceleratorTypes}})
 	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/render -update to create it)", err)
+		t.Fatal(err)
 	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from the rendering; if the change is intended, run go test ./pkg/render -update\n%s", path, lineDiff(string(want), string(got)))
-	}
+	return out.Objects
 }
 
-// lineDiff shows the first differing lines, enough to see what changed.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var a, b string
-		if i < len(w) {
-			a = w[i]
+// TestGolden renders every testdata/<case>.in.yaml and compares the objects,
+// as applied, with <case>.out.yaml (go test ./pkg/render -update rewrites them).
+func TestGolden(t *testing.T) {
+	inputs, err := filepath.Glob(filepath.Join("testdata", "*.in.yaml"))
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no golden cases in testdata (%v)", err)
+	}
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			golden.Check(t, filepath.Join("testdata", name+".out.yaml"), objectsYAML(t, loadCase(t, in).objects(t)))
+		})
+	}
+	outputs, _ := filepath.Glob(filepath.Join("testdata", "*.out.yaml"))
+	for _, out := range outputs {
+		if !slices.Contains(inputs, strings.TrimSuffix(out, ".out.yaml")+".in.yaml") {
+			t.Errorf("%s has no input: delete it or add its .in.yaml", out)
 		}
-		if i < len(g) {
-			b = g[i]
-		}
-		if a != b {
-			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, a, b)
-		}
 	}
-	return ""
 }
 
-func TestGoldenEnvoyGateway(t *testing.T) {
-	cfg := testConfig()
-	llama := testRoute("llama", "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b")
-	qwen := loraRoute()
-
-	cout, err := Config(ConfigInput{Config: cfg, Routes: []igwv1.ModelRoute{*llama, *qwen}, Images: testImages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "config-envoygateway", objectsYAML(t, cout.Objects))
-
-	lout, err := Route(RouteInput{Route: llama, Config: cfg, Images: testImages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "route-llama-envoygateway", objectsYAML(t, lout.Objects))
-
-	qout, err := Route(RouteInput{Route: qwen, Config: cfg, Images: testImages,
-		Observations: Observations{AcceleratorTypes: []string{"NVIDIA-A10G", "NVIDIA-H100-80GB-HBM3"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "route-qwen-envoygateway", objectsYAML(t, qout.Objects))
-}
-
-func TestGoldenNativeAndManaged(t *testing.T) {
-	cfg := testConfig()
-	cfg.Spec.Gateway = igwv1.GatewaySpec{Managed: &igwv1.ManagedGateway{GatewayClassName: "istio", Port: 443}, Provider: igwv1.ProviderNative}
-	cfg.Spec.TLS = &igwv1.TLSSpec{CertificateSecretName: "gw-tls"}
-	cout, err := Config(ConfigInput{Config: cfg, Images: testImages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "config-native-managed", objectsYAML(t, cout.Objects))
-	rout, err := Route(RouteInput{Route: testRoute("llama", "llama-3.1-8b"), Config: cfg, Images: testImages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "route-llama-native", objectsYAML(t, rout.Objects))
-}
-
-func TestGoldenGatewayInOtherNamespaceWithJWT(t *testing.T) {
-	cfg := testConfig()
-	cfg.Spec.Gateway.Ref = &igwv1.GatewayRef{Name: "shared", Namespace: "gateways", SectionName: "http"}
-	cfg.Spec.Auth = &igwv1.AuthSpec{JWT: &igwv1.JWTAuthSpec{Issuer: "https://auth.example.com",
-		JWKSURI: "https://auth.example.com/jwks.json", Audiences: []string{"inference"}}}
-	out, err := Config(ConfigInput{Config: cfg, Images: testImages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "config-other-namespace-jwt", objectsYAML(t, out.Objects))
-	for _, o := range out.Objects {
+func TestChildrenBesideAGatewayElsewhereAreLabelledNotOwned(t *testing.T) {
+	c := loadCase(t, filepath.Join("testdata", "config-other-namespace-jwt.in.yaml"))
+	for _, o := range c.objects(t) {
 		if o.GetNamespace() == "gateways" {
 			if len(o.GetOwnerReferences()) != 0 || o.GetLabels()[LabelConfigNamespace] != "models" {
 				t.Errorf("%T %s in the gateway's namespace: owner refs %v, labels %v; want no owner and the config-namespace label",
 					o, o.GetName(), o.GetOwnerReferences(), o.GetLabels())
 			}
-		} else if len(o.GetOwnerReferences()) != 1 || o.GetOwnerReferences()[0].UID != cfg.UID {
+		} else if len(o.GetOwnerReferences()) != 1 || o.GetOwnerReferences()[0].UID != c.Config.UID {
 			t.Errorf("%T %s: owner refs %v, want the config as controller", o, o.GetName(), o.GetOwnerReferences())
 		}
 	}
