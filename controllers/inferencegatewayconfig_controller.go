@@ -2,17 +2,10 @@ package controllers
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,15 +17,6 @@ import (
 	"github.com/igw-dev/igw/pkg/render"
 )
 
-// Reasons of an InferenceGatewayConfig's conditions (besides the shared ones).
-const (
-	ReasonProgrammed           = "Programmed"
-	ReasonGatewayNotProgrammed = "GatewayNotProgrammed"
-	ReasonBBRDisabled          = "Disabled"
-	ReasonBBRUnavailable       = "BBRUnavailable"
-	ReasonBBRAvailable         = "Available"
-)
-
 // FinalizerCrossNamespace is set on a config only while it has children in the
 // Gateway's namespace, which no owner reference can cover: the operator deletes
 // them itself before the config goes.
@@ -42,12 +26,7 @@ const FinalizerCrossNamespace = "gateway.igw.dev/cross-namespace-cleanup"
 // body-based router, the catch-all route, Envoy Gateway policies on the
 // Gateway, and the Gateway itself when it is managed.
 type InferenceGatewayConfigReconciler struct {
-	Client  client.Client
-	Scheme  *runtime.Scheme
-	Kinds   *Kinds
-	Applier *Applier
-	Images  render.Images
-	Events  recorder
+	Common
 	watches *lazyWatches
 }
 
@@ -77,8 +56,14 @@ func requiredConfigKinds(cfg *igwv1.InferenceGatewayConfig) []schema.GroupVersio
 	return kinds
 }
 
-// Reconcile renders, applies and reports one InferenceGatewayConfig.
-func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// crossNamespace reports whether cfg places policies beside a Gateway in another namespace.
+func crossNamespace(cfg *igwv1.InferenceGatewayConfig) bool {
+	return render.ResolveGateway(cfg).Namespace != cfg.Namespace && cfg.Spec.Gateway.Provider != igwv1.ProviderNative
+}
+
+// Reconcile renders, applies and reports one InferenceGatewayConfig. The
+// status is written on every path, errors included.
+func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	if err := r.watches.ensure(); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -86,226 +71,113 @@ func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ct
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	prev := *cfg.Status.DeepCopy()
+	var o configObservation
+	defer func() {
+		status := configStatus(cfg, o, err)
+		base := cfg.DeepCopy()
+		base.Status, cfg.Status = prev, status
+		res, err = r.settle(ctx, cfg, base, prev, status, prev.Conditions, status.Conditions, o.Refs.ok(), err, igwv1.ConditionReady)
+	}()
+	return ctrl.Result{}, r.reconcile(ctx, cfg, &o)
+}
+
+func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, o *configObservation) error {
 	if cfg.DeletionTimestamp != nil {
-		return ctrl.Result{}, r.cleanUp(ctx, cfg)
+		o.Deleting = true
+		return r.cleanUp(ctx, cfg)
 	}
-	gw := render.ResolveGateway(cfg)
-	crossNamespace := gw.Namespace != cfg.Namespace && cfg.Spec.Gateway.Provider != igwv1.ProviderNative
-	if crossNamespace && !controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
+	cross := crossNamespace(cfg)
+	if cross && !controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
+		// The finalizer comes before the first child beside the Gateway.
 		patch := client.MergeFrom(cfg.DeepCopy())
 		controllerutil.AddFinalizer(cfg, FinalizerCrossNamespace)
 		if err := r.Client.Patch(ctx, cfg, patch); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
-	orig := cfg.DeepCopy()
-	conds := newConditions(cfg.Status.Conditions, cfg.Generation)
 
 	var routes igwv1.ModelRouteList
 	if err := r.Client.List(ctx, &routes, client.InNamespace(cfg.Namespace), client.MatchingFields{indexConfigRef: cfg.Name}); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
+	o.Routes, o.RoutesListed = routes.Items, true
 	out, err := render.Config(render.ConfigInput{Config: cfg, Routes: routes.Items, Images: r.Images})
 	if err != nil {
-		return ctrl.Result{}, err
+		o.Refs.add(igwv1.ReasonApplyFailed, err.Error())
+		return err
 	}
-	refs := refProblems{}
+	o.AdapterConflicts, o.Rendered = out.AdapterConflicts, true
 	if missing := r.Kinds.Missing(requiredConfigKinds(cfg)...); len(missing) > 0 {
-		refs.add(ReasonCRDsMissing, describeMissing(missing))
+		o.Refs.add(igwv1.ReasonCRDsMissing, describeMissing(missing))
 	}
-	if err := r.applyChildren(ctx, cfg, out, &refs); err != nil {
-		return ctrl.Result{}, err
+	if err := r.applyChildren(ctx, cfg, out.Objects, r.pruneScopes(cfg), &o.Refs); err != nil {
+		return err
 	}
-	if !crossNamespace && controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
-		// The Gateway moved to the config's namespace: the pruning above removed what was elsewhere.
-		patch := client.MergeFrom(cfg.DeepCopy())
-		controllerutil.RemoveFinalizer(cfg, FinalizerCrossNamespace)
-		if err := r.Client.Patch(ctx, cfg, patch); err != nil {
-			return ctrl.Result{}, err
-		}
-		orig = cfg.DeepCopy()
-	}
-
-	accepted := []string{"the config is valid"}
-	if cfg.Spec.TLS != nil && !gw.Managed {
-		accepted = append(accepted, "spec.tls applies to managed gateways only and is ignored: configure TLS on Gateway "+gw.String())
-	}
-	if len(out.AdapterConflicts) > 0 {
-		accepted = append(accepted, "adapters declared with different base models by several ModelRoutes (the first route by name wins): "+strings.Join(out.AdapterConflicts, ", "))
-	}
-	conds.set(igwv1.ConditionAccepted, true, ReasonAccepted, "%s", strings.Join(accepted, "; "))
-	if err := r.gatewayCondition(ctx, cfg, gw, conds); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.bbrCondition(ctx, cfg, out.Names, conds); err != nil {
-		return ctrl.Result{}, err
-	}
-	switch {
-	case !refs.ok():
-		conds.set(igwv1.ConditionReady, false, refs.reason(), "%s", refs.message())
-	case !conds.isTrue(igwv1.ConditionGatewayProgrammed):
-		conds.set(igwv1.ConditionReady, false, meta.FindStatusCondition(conds.list, igwv1.ConditionGatewayProgrammed).Reason, "see the GatewayProgrammed condition")
-	case !conds.isTrue(igwv1.ConditionBBRReady):
-		conds.set(igwv1.ConditionReady, false, ReasonBBRUnavailable, "see the BBRReady condition")
-	default:
-		conds.set(igwv1.ConditionReady, true, ReasonReady, "the gateway is programmed and every gateway-wide child is applied")
-	}
-
-	status := igwv1.InferenceGatewayConfigStatus{ObservedGeneration: cfg.Generation, Conditions: conds.list,
-		GatewayName: gw.String(), Models: modelSummaries(routes.Items)}
-	warnOnNewReason(r.Events, cfg, orig.Status.Conditions, status.Conditions, igwv1.ConditionReady)
-	cfg.Status = status
-	if err := patchStatus(ctx, r.Client, orig, cfg, orig.Status, cfg.Status); err != nil {
-		return ctrl.Result{}, err
-	}
-	if !refs.ok() {
-		return ctrl.Result{RequeueAfter: requeueWhileMissing}, nil
-	}
-	return ctrl.Result{}, nil
-}
-
-func (r *InferenceGatewayConfigReconciler) applyChildren(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, out render.ConfigOutput, refs *refProblems) error {
-	changes := &changeLog{}
-	defer changes.emit(r.Events, cfg)
-	keep := map[ChildKey]bool{}
-	for _, obj := range out.Objects {
-		gvk, err := gvkOf(r.Scheme, obj)
-		if err != nil {
+	if !cross && controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
+		// The Gateway moved to the config's namespace (or to a native
+		// provider): whatever is still beside the old one goes, then the finalizer.
+		if err := r.cleanUp(ctx, cfg); err != nil {
+			o.Refs.add(igwv1.ReasonApplyFailed, err.Error())
 			return err
 		}
-		if !r.Kinds.Has(gvk) {
-			continue
-		}
-		keep[ChildKey{gvk, client.ObjectKeyFromObject(obj)}] = true
-		res, err := r.Applier.Apply(ctx, obj)
-		var conflict *ConflictError
-		switch {
-		case errors.As(err, &conflict):
-			refs.add(ReasonNameConflict, conflict.Error())
-			continue
-		case isNoMatch(err):
-			r.Kinds.Forget(gvk)
-			refs.add(ReasonCRDsMissing, describeMissing([]schema.GroupVersionKind{gvk}))
-			continue
-		case err != nil:
-			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-		changes.applied(res, gvk.Kind, obj)
 	}
-	deleted, err := r.prune(ctx, cfg, keep)
-	changes.deleted = deleted
-	return err
+	o.RefsDone = true
+
+	gw := render.ResolveGateway(cfg)
+	if o.GatewayServed = r.Kinds.Has(GVKGateway); o.GatewayServed {
+		g := &gwapiv1.Gateway{}
+		if found, err := getIfExists(ctx, r.Client, types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, g); err != nil {
+			return err
+		} else if found {
+			o.Gateway = g
+		}
+	}
+	o.GatewayChecked = true
+
+	if render.BBREnabled(cfg) {
+		d := &appsv1.Deployment{}
+		if found, err := getIfExists(ctx, r.Client, types.NamespacedName{Namespace: cfg.Namespace, Name: out.Names.BBR}, d); err != nil {
+			return err
+		} else if found {
+			o.BBR = d
+		}
+	}
+	o.BBRChecked = true
+	return nil
 }
 
-// prune deletes children the rendering no longer has: those in the config's
-// namespace by owner reference, those at a Gateway elsewhere by label.
-func (r *InferenceGatewayConfigReconciler) prune(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, keep map[ChildKey]bool) ([]string, error) {
-	var scopes []PruneScope
+// pruneScopes say where a config's children are: in its namespace by owner
+// reference, beside a Gateway elsewhere by label.
+func (r *InferenceGatewayConfigReconciler) pruneScopes(cfg *igwv1.InferenceGatewayConfig) []PruneScope {
 	local := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name), render.LabelManagedBy: render.ManagedByValue})
+	var scopes []PruneScope
 	for _, gvk := range configChildKinds {
 		scopes = append(scopes, PruneScope{GVK: gvk, Namespace: cfg.Namespace, Selector: local, Owned: controlledBy(cfg.UID)})
 	}
-	remote := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name),
-		render.LabelConfigNamespace: cfg.Namespace, render.LabelManagedBy: render.ManagedByValue})
-	for _, gvk := range gatewayPolicyKinds {
-		scopes = append(scopes, PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }})
-	}
-	var all []string
-	for _, s := range scopes {
-		if !r.Kinds.Has(s.GVK) {
-			continue
-		}
-		deleted, err := r.Applier.Prune(ctx, s, keep)
-		all = append(all, deleted...)
-		if err != nil {
-			return all, err
-		}
-	}
-	return all, nil
+	return append(scopes, remoteScopes(cfg)...)
 }
 
-// cleanUp deletes the children at a Gateway in another namespace, then lets the config go.
+// remoteScopes find a config's children in other namespaces, by label.
+func remoteScopes(cfg *igwv1.InferenceGatewayConfig) []PruneScope {
+	remote := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name),
+		render.LabelConfigNamespace: cfg.Namespace, render.LabelManagedBy: render.ManagedByValue})
+	scopes := make([]PruneScope, len(gatewayPolicyKinds))
+	for i, gvk := range gatewayPolicyKinds {
+		scopes[i] = PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }}
+	}
+	return scopes
+}
+
+// cleanUp deletes every child at a Gateway in another namespace, then drops the finalizer.
 func (r *InferenceGatewayConfigReconciler) cleanUp(ctx context.Context, cfg *igwv1.InferenceGatewayConfig) error {
 	if !controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
 		return nil
 	}
-	remote := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name),
-		render.LabelConfigNamespace: cfg.Namespace, render.LabelManagedBy: render.ManagedByValue})
-	for _, gvk := range gatewayPolicyKinds {
-		if !r.Kinds.Has(gvk) {
-			continue
-		}
-		if _, err := r.Applier.Prune(ctx, PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }}, nil); err != nil {
-			return err
-		}
+	if _, err := r.prune(ctx, remoteScopes(cfg), nil); err != nil {
+		return err
 	}
 	patch := client.MergeFrom(cfg.DeepCopy())
 	controllerutil.RemoveFinalizer(cfg, FinalizerCrossNamespace)
-	return r.Client.Patch(ctx, cfg, patch)
-}
-
-func (r *InferenceGatewayConfigReconciler) gatewayCondition(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, gw render.GatewayTarget, conds *conditions) error {
-	if !r.Kinds.Has(GVKGateway) {
-		conds.set(igwv1.ConditionGatewayProgrammed, false, ReasonCRDsMissing, "%s", describeMissing([]schema.GroupVersionKind{GVKGateway}))
-		return nil
-	}
-	var g gwapiv1.Gateway
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, &g); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-		conds.set(igwv1.ConditionGatewayProgrammed, false, ReasonGatewayNotFound, "%s", gatewayNotFoundMessage(cfg, gw))
-		return nil
-	}
-	p := meta.FindStatusCondition(g.Status.Conditions, string(gwapiv1.GatewayConditionProgrammed))
-	switch {
-	case p == nil:
-		conds.set(igwv1.ConditionGatewayProgrammed, false, ReasonGatewayNotProgrammed,
-			"Gateway %s has no Programmed condition yet: check that a controller serves GatewayClass %s", gw, g.Spec.GatewayClassName)
-	case p.Status != "True":
-		conds.set(igwv1.ConditionGatewayProgrammed, false, ReasonGatewayNotProgrammed, "Gateway %s is not programmed (%s): %s", gw, p.Reason, p.Message)
-	default:
-		conds.set(igwv1.ConditionGatewayProgrammed, true, ReasonProgrammed, "Gateway %s is programmed", gw)
-	}
-	return nil
-}
-
-func (r *InferenceGatewayConfigReconciler) bbrCondition(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, n render.ConfigNames, conds *conditions) error {
-	if !render.BBREnabled(cfg) {
-		conds.set(igwv1.ConditionBBRReady, true, ReasonBBRDisabled, "the body-based router is off: clients must send the %s header", "x-gateway-model-name")
-		return nil
-	}
-	var d appsv1.Deployment
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: n.BBR}, &d); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-		conds.set(igwv1.ConditionBBRReady, false, ReasonBBRUnavailable, "the body-based router Deployment %s does not exist yet", n.BBR)
-		return nil
-	}
-	if d.Status.AvailableReplicas == 0 {
-		conds.set(igwv1.ConditionBBRReady, false, ReasonBBRUnavailable, "the body-based router Deployment %s has no available replica: check its Pods and events", n.BBR)
-		return nil
-	}
-	conds.set(igwv1.ConditionBBRReady, true, ReasonBBRAvailable, "%d replica(s) available", d.Status.AvailableReplicas)
-	return nil
-}
-
-// modelSummaries lists every served name with its route and readiness, sorted.
-func modelSummaries(routes []igwv1.ModelRoute) []igwv1.ModelSummary {
-	var out []igwv1.ModelSummary
-	for i := range routes {
-		mr := &routes[i]
-		if mr.DeletionTimestamp != nil {
-			continue
-		}
-		ready := meta.IsStatusConditionTrue(mr.Status.Conditions, igwv1.ConditionReady)
-		for _, name := range render.ServedNames(mr) {
-			out = append(out, igwv1.ModelSummary{Name: name, ModelRoute: mr.Name, Ready: ready})
-		}
-	}
-	slices.SortFunc(out, func(a, b igwv1.ModelSummary) int {
-		return strings.Compare(a.Name+"\x00"+a.ModelRoute, b.Name+"\x00"+b.ModelRoute)
-	})
-	return out
+	return client.IgnoreNotFound(r.Client.Patch(ctx, cfg, patch))
 }

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
-	"github.com/igw-dev/igw/controllers"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/render"
 )
@@ -91,7 +90,7 @@ func checkLeaderElection() {
 	Eventually(func() string {
 		c := getRoute(ns, "qwen").Status.Conditions
 		return condition(c, igwv1.ConditionReady) + " " + condition(c, igwv1.ConditionDegraded)
-	}, eventually, poll).Should(Equal("True/Ready False/" + controllers.ReasonAsExpected))
+	}, eventually, poll).Should(Equal("True/Ready False/" + igwv1.ReasonAsExpected))
 	st := getRoute(ns, "qwen").Status
 	Expect(st.Rollout).To(Equal(igwv1.RolloutAvailable))
 	Expect(meta.FindStatusCondition(st.Conditions, igwv1.ConditionReady).Message).To(ContainSubstring("leader available"))
@@ -105,7 +104,7 @@ func checkLeaderElection() {
 	Eventually(func() []string { return pickerArgs(ns, "llama") }, eventually, poll).ShouldNot(ContainElement(HavePrefix("--leader-elect")))
 	Eventually(func() []string { return leaseRules(pickerRole(ns, "llama")) }, eventually, poll).Should(BeEmpty())
 	setDeploymentAvailable(ns, render.NamesForRoute("llama").EPP)
-	Eventually(routeCondition(ns, "llama", igwv1.ConditionDegraded), eventually, poll).Should(Equal("False/" + controllers.ReasonAsExpected))
+	Eventually(routeCondition(ns, "llama", igwv1.ConditionDegraded), eventually, poll).Should(Equal("False/" + igwv1.ReasonAsExpected))
 }
 
 // canGrant binds the ClusterRole the operator ships (config/rbac/role.yaml)

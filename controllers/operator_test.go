@@ -176,22 +176,22 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 	It("reports progress as the pods and the picker become ready", func() {
 		Eventually(routeCondition(ns, "llama", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("True/ResolvedRefs"))
 		Expect(routeCondition(ns, "llama", igwv1.ConditionAccepted)()).To(Equal("True/Accepted"))
-		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + controllers.ReasonNoMatchingPods))
+		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonNoMatchingPods))
 		Expect(getRoute(ns, "llama").Status.Rollout).To(Equal(igwv1.RolloutPending))
 
 		modelPod(ns, "llama-0", map[string]string{"app": "llama"}, "")
-		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + controllers.ReasonNoReadyEndpoints))
+		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonNoReadyEndpoints))
 		Expect(getRoute(ns, "llama").Status.TotalEndpoints).To(BeEquivalentTo(1))
 
 		setPodReady(ns, "llama-0", "10.0.0.11")
-		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + controllers.ReasonEndpointPickerUnavailable))
+		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonEndpointPickerUnavailable))
 		Expect(getRoute(ns, "llama").Status.ReadyEndpoints).To(BeEquivalentTo(1))
 
 		setDeploymentAvailable(ns, "llama-epp")
 		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
 		st := getRoute(ns, "llama").Status
 		Expect(st.Rollout).To(Equal(igwv1.RolloutAvailable))
-		Expect(condition(st.Conditions, igwv1.ConditionDegraded)).To(Equal("False/" + controllers.ReasonAsExpected))
+		Expect(condition(st.Conditions, igwv1.ConditionDegraded)).To(Equal("False/" + igwv1.ReasonAsExpected))
 		for _, c := range st.Conditions {
 			Expect(c.ObservedGeneration).To(Equal(getRoute(ns, "llama").Generation), c.Type)
 		}
@@ -210,10 +210,10 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		GinkgoWriter.Println(out)
 
 		By("and the config follows its Gateway and router")
-		Eventually(configCondition(ns, "igw", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("False/" + controllers.ReasonGatewayNotProgrammed))
+		Eventually(configCondition(ns, "igw", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("False/" + igwv1.ReasonGatewayNotProgrammed))
 		programGateway(ns, "inference-gateway")
-		Eventually(configCondition(ns, "igw", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("True/" + controllers.ReasonProgrammed))
-		Expect(configCondition(ns, "igw", igwv1.ConditionReady)()).To(Equal("False/" + controllers.ReasonBBRUnavailable))
+		Eventually(configCondition(ns, "igw", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("True/" + igwv1.ReasonProgrammed))
+		Expect(configCondition(ns, "igw", igwv1.ConditionReady)()).To(Equal("False/" + igwv1.ReasonBBRUnavailable))
 		setDeploymentAvailable(ns, render.NamesForConfig("igw").BBR)
 		Eventually(configCondition(ns, "igw", igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
 		Eventually(func() []igwv1.ModelSummary { return getConfig(ns, "igw").Status.Models }, eventually, poll).Should(ContainElement(
@@ -392,31 +392,31 @@ var _ = Describe("Conditions a person can act on", Ordered, func() {
 
 	It("names a missing config, then a missing Gateway, until both exist", func() {
 		route(edge, "orphan", "nowhere", []igwv1.ModelName{"m"}, nil)
-		Eventually(routeCondition(edge, "orphan", igwv1.ConditionAccepted), eventually, poll).Should(Equal("False/" + controllers.ReasonConfigNotFound))
+		Eventually(routeCondition(edge, "orphan", igwv1.ConditionAccepted), eventually, poll).Should(Equal("False/" + igwv1.ReasonConfigNotFound))
 		Expect(meta.FindStatusCondition(getRoute(edge, "orphan").Status.Conditions, igwv1.ConditionAccepted).Message).To(
 			ContainSubstring(`InferenceGatewayConfig "nowhere" not found`))
 
 		config(edge, "nowhere", func(c *igwv1.InferenceGatewayConfig) { c.Spec.Gateway.Ref.Name = "not-yet" })
-		Eventually(routeCondition(edge, "orphan", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("False/" + controllers.ReasonGatewayNotFound))
-		Eventually(configCondition(edge, "nowhere", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("False/" + controllers.ReasonGatewayNotFound))
+		Eventually(routeCondition(edge, "orphan", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("False/" + igwv1.ReasonGatewayNotFound))
+		Eventually(configCondition(edge, "nowhere", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("False/" + igwv1.ReasonGatewayNotFound))
 		Expect(meta.FindStatusCondition(getRoute(edge, "orphan").Status.Conditions, igwv1.ConditionResolvedRefs).Message).To(
 			ContainSubstring("create it, fix spec.gateway.ref, or use spec.gateway.managed"))
 
 		gateway(edge, "not-yet")
 		Eventually(routeCondition(edge, "orphan", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("True/ResolvedRefs"))
-		Eventually(routeCondition(edge, "orphan", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + controllers.ReasonNoMatchingPods))
+		Eventually(routeCondition(edge, "orphan", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonNoMatchingPods))
 	})
 
 	It("checks a raw picker configuration before handing it over", func() {
 		route(edge, "raw", "nowhere", []igwv1.ModelName{"raw-model"}, func(mr *igwv1.ModelRoute) {
 			mr.Spec.Scoring = &igwv1.ModelScoring{ConfigMapRef: &igwv1.ConfigMapKeyRef{Name: "raw-scoring"}}
 		})
-		Eventually(routeCondition(edge, "raw", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("False/" + controllers.ReasonConfigMapNotFound))
+		Eventually(routeCondition(edge, "raw", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("False/" + igwv1.ReasonConfigMapNotFound))
 
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: edge, Name: "raw-scoring"},
 			Data: map[string]string{render.EPPConfigKey: "scorers:\n- {plugin: no-such-scorer, weight: 1}\n"}}
 		Expect(k8s.Create(ctx, cm)).To(Succeed())
-		Eventually(routeCondition(edge, "raw", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("False/" + controllers.ReasonInvalidEPPConfig))
+		Eventually(routeCondition(edge, "raw", igwv1.ConditionResolvedRefs), eventually, poll).Should(Equal("False/" + igwv1.ReasonInvalidEPPConfig))
 
 		raw := "scorers:\n- {plugin: queue, weight: 3}\npicker: max-score-picker\n"
 		cm.Data[render.EPPConfigKey] = raw

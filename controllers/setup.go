@@ -58,10 +58,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, erro
 		return nil, err
 	}
 	kinds := NewKinds(mgr.GetRESTMapper())
-	applier := &Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}
-	ev := recorder{mgr.GetEventRecorder("igw-operator")}
-	mr := &ModelRouteReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Kinds: kinds, Applier: applier, Images: o.Images, Events: ev}
-	cfg := &InferenceGatewayConfigReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Kinds: kinds, Applier: applier, Images: o.Images, Events: ev}
+	common := Common{
+		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Kinds: kinds, Images: o.Images,
+		Applier: &Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme()},
+		Events:  recorder{mgr.GetEventRecorder("igw-operator")},
+	}
+	mr := &ModelRouteReconciler{Common: common}
+	cfg := &InferenceGatewayConfigReconciler{Common: common}
 	opts := controller.Options{MaxConcurrentReconciles: max(1, o.MaxConcurrentReconciles)}
 	if err := mr.setup(mgr, opts); err != nil {
 		return nil, err
@@ -73,15 +76,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, erro
 }
 
 func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("modelroute").
-		For(&igwv1.ModelRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
+		For(&igwv1.ModelRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	c, err := owning(b, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.routesForPod), builder.WithPredicates(endpointChange)).
 		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.routesForConfig),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -106,12 +104,10 @@ func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) 
 
 func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
 	children := handler.EnqueueRequestsFromMapFunc(r.configsForChild)
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencegatewayconfig").
-		For(&igwv1.InferenceGatewayConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
+		For(&igwv1.InferenceGatewayConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	c, err := owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
 		Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute)).
 		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.configsForCRD), builder.WithPredicates(watchedCRD)).
 		WithOptions(opts).
@@ -129,6 +125,14 @@ func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controll
 			return children
 		}}
 	return r.watches.ensure()
+}
+
+// owning watches children of the built-in kinds by their controller reference.
+func owning(b *builder.Builder, kinds ...client.Object) *builder.Builder {
+	for _, k := range kinds {
+		b = b.Owns(k)
+	}
+	return b
 }
 
 // crdMetadata is the object of a metadata-only watch on CRDs: installing Gateway

@@ -40,18 +40,28 @@ func (c *conditions) set(typ string, ok bool, reason, format string, args ...any
 	if ok {
 		status = metav1.ConditionTrue
 	}
+	c.put(typ, status, reason, format, args...)
+}
+
+// setUnknown says the condition could not be determined this time.
+func (c *conditions) setUnknown(typ, reason, format string, args ...any) {
+	c.put(typ, metav1.ConditionUnknown, reason, format, args...)
+}
+
+func (c *conditions) put(typ string, status metav1.ConditionStatus, reason, format string, args ...any) {
 	meta.SetStatusCondition(&c.list, metav1.Condition{Type: typ, Status: status, Reason: reason,
 		Message: fmt.Sprintf(format, args...), ObservedGeneration: c.generation})
 }
 
 func (c *conditions) isTrue(typ string) bool { return meta.IsStatusConditionTrue(c.list, typ) }
 
-// patchStatus writes obj's status when it differs from the cached original.
+// patchStatus writes obj's status when it differs from the one read (orig
+// holds it); an object deleted meanwhile needs no status.
 func patchStatus(ctx context.Context, c client.Client, orig, obj client.Object, oldStatus, newStatus any) error {
 	if equality.Semantic.DeepEqual(oldStatus, newStatus) {
 		return nil
 	}
-	return c.Status().Patch(ctx, obj, client.MergeFrom(orig))
+	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.MergeFrom(orig)))
 }
 
 // lazyWatches adds a controller's watches on optional kinds once their CRDs are
@@ -71,6 +81,9 @@ type lazyWatches struct {
 
 // ensure adds the watches of every wanted kind that is now served.
 func (w *lazyWatches) ensure() error {
+	if w == nil { // a reconciler built without Setup, as in tests
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.added == nil {

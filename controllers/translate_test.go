@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -163,38 +164,43 @@ func decodeXDS(configs []json.RawMessage) xdsDump {
 		case strings.HasSuffix(head.Type, "ListenersConfigDump"):
 			var ld adminv3.ListenersConfigDump
 			Expect(unmarshalAny(c, &ld)).To(Succeed())
-			for _, dl := range ld.GetDynamicListeners() {
-				var l listenerv3.Listener
-				Expect(dl.GetActiveState().GetListener().UnmarshalTo(&l)).To(Succeed())
-				d.listeners = append(d.listeners, &l)
-			}
+			d.listeners = append(d.listeners, unpackEach[listenerv3.Listener](ld.GetDynamicListeners(),
+				func(e *adminv3.ListenersConfigDump_DynamicListener) *anypb.Any {
+					return e.GetActiveState().GetListener()
+				})...)
 		case strings.HasSuffix(head.Type, "RoutesConfigDump"):
 			var rd adminv3.RoutesConfigDump
 			Expect(unmarshalAny(c, &rd)).To(Succeed())
-			for _, dr := range rd.GetDynamicRouteConfigs() {
-				var rc routev3.RouteConfiguration
-				Expect(dr.GetRouteConfig().UnmarshalTo(&rc)).To(Succeed())
-				d.routes = append(d.routes, &rc)
-			}
+			d.routes = append(d.routes, unpackEach[routev3.RouteConfiguration](rd.GetDynamicRouteConfigs(),
+				(*adminv3.RoutesConfigDump_DynamicRouteConfig).GetRouteConfig)...)
 		case strings.HasSuffix(head.Type, "ClustersConfigDump"):
 			var cd adminv3.ClustersConfigDump
 			Expect(unmarshalAny(c, &cd)).To(Succeed())
-			for _, dc := range cd.GetDynamicActiveClusters() {
-				var cl clusterv3.Cluster
-				Expect(dc.GetCluster().UnmarshalTo(&cl)).To(Succeed())
-				d.clusters[cl.GetName()] = &cl
+			for _, cl := range unpackEach[clusterv3.Cluster](cd.GetDynamicActiveClusters(), (*adminv3.ClustersConfigDump_DynamicCluster).GetCluster) {
+				d.clusters[cl.GetName()] = cl
 			}
 		case strings.HasSuffix(head.Type, "EndpointsConfigDump"):
 			var ed adminv3.EndpointsConfigDump
 			Expect(unmarshalAny(c, &ed)).To(Succeed())
-			for _, de := range ed.GetDynamicEndpointConfigs() {
-				var la endpointv3.ClusterLoadAssignment
-				Expect(de.GetEndpointConfig().UnmarshalTo(&la)).To(Succeed())
-				d.endpoints[la.GetClusterName()] = &la
+			for _, la := range unpackEach[endpointv3.ClusterLoadAssignment](ed.GetDynamicEndpointConfigs(), (*adminv3.EndpointsConfigDump_DynamicEndpointConfig).GetEndpointConfig) {
+				d.endpoints[la.GetClusterName()] = la
 			}
 		}
 	}
 	return d
+}
+
+// unpackEach decodes the resource each entry of a config dump carries.
+func unpackEach[T any, PT interface {
+	*T
+	proto.Message
+}, E any](entries []E, resource func(E) *anypb.Any) []PT {
+	out := make([]PT, len(entries))
+	for i, e := range entries {
+		out[i] = PT(new(T))
+		Expect(resource(e).UnmarshalTo(out[i])).To(Succeed())
+	}
+	return out
 }
 
 // unmarshalAny reads one config-dump entry (JSON with an "@type") into m.

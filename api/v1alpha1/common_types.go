@@ -73,9 +73,3 @@ type PodPlacement struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
-
-// Condition types shared by both kinds.
-const (
-	ConditionAccepted = "Accepted"
-	ConditionReady    = "Ready"
-)

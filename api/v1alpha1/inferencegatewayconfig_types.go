@@ -241,12 +241,6 @@ type InferenceGatewayConfigStatus struct {
 	Models []ModelSummary `json:"models,omitempty"`
 }
 
-// Condition types of an InferenceGatewayConfig.
-const (
-	ConditionGatewayProgrammed = "GatewayProgrammed"
-	ConditionBBRReady          = "BBRReady"
-)
-
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=igwc,categories=igw

@@ -238,12 +238,6 @@ type ModelRouteStatus struct {
 	Rollout RolloutState `json:"rollout,omitempty"`
 }
 
-// Condition types of a ModelRoute (besides Accepted and Ready).
-const (
-	ConditionResolvedRefs = "ResolvedRefs"
-	ConditionDegraded     = "Degraded"
-)
-
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mr,categories=igw

@@ -6,7 +6,6 @@ package nocrds_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,13 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
-	"github.com/igw-dev/igw/controllers"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/manager"
 	"github.com/igw-dev/igw/pkg/render"
@@ -107,15 +104,15 @@ var _ = Describe("Optional CRDs", Ordered, func() {
 				Selector: igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": "llama"}}}})).To(Succeed())
 
 		Eventually(routeCondition(igwv1.ConditionResolvedRefs), eventually, poll).Should(And(
-			HavePrefix("False/"+controllers.ReasonCRDsMissing),
+			HavePrefix("False/"+igwv1.ReasonCRDsMissing),
 			ContainSubstring("InferencePool (the Gateway API Inference Extension)"),
 			ContainSubstring("Gateway, HTTPRoute (Gateway API (standard channel))"),
 			ContainSubstring("BackendTrafficPolicy, EnvoyExtensionPolicy (Envoy Gateway v1.9)"),
 			ContainSubstring("install those CRDs"),
 		))
 		Expect(routeCondition(igwv1.ConditionAccepted)()).To(HavePrefix("True/"))
-		Eventually(configCondition(igwv1.ConditionGatewayProgrammed), eventually, poll).Should(HavePrefix("False/" + controllers.ReasonCRDsMissing))
-		Eventually(configCondition(igwv1.ConditionReady), eventually, poll).Should(HavePrefix("False/" + controllers.ReasonCRDsMissing))
+		Eventually(configCondition(igwv1.ConditionGatewayProgrammed), eventually, poll).Should(HavePrefix("False/" + igwv1.ReasonCRDsMissing))
+		Eventually(configCondition(igwv1.ConditionReady), eventually, poll).Should(HavePrefix("False/" + igwv1.ReasonCRDsMissing))
 
 		By("the children of built-in kinds exist all the same")
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute("llama").EPP}, &appsv1.Deployment{})).To(Succeed())
@@ -124,22 +121,16 @@ var _ = Describe("Optional CRDs", Ordered, func() {
 	})
 
 	It("picks the CRDs up when they are installed, without a restart", func() {
-		root := testenv.RepoRoot()
-		_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{
-			filepath.Join(root, "config/crd/external/gateway-api"),
-			filepath.Join(root, "config/crd/external/inference-extension"),
-			filepath.Join(root, "config/crd/external/envoy-gateway"),
-		}})
-		Expect(err).NotTo(HaveOccurred())
+		Expect(env.InstallCRDs(testenv.ExternalCRDDirs...)).To(Succeed())
 
-		Eventually(routeCondition(igwv1.ConditionResolvedRefs), eventually, poll).Should(HavePrefix("False/" + controllers.ReasonGatewayNotFound))
+		Eventually(routeCondition(igwv1.ConditionResolvedRefs), eventually, poll).Should(HavePrefix("False/" + igwv1.ReasonGatewayNotFound))
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "llama"}, &infv1.InferencePool{})).To(Succeed())
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "llama"}, &gwapiv1.HTTPRoute{})).To(Succeed())
 
 		Expect(k8s.Create(ctx, &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
 			Spec: gwapiv1.GatewaySpec{GatewayClassName: "eg", Listeners: []gwapiv1.Listener{{Name: "http", Protocol: gwapiv1.HTTPProtocolType, Port: 80}}}})).To(Succeed())
 		Eventually(routeCondition(igwv1.ConditionResolvedRefs), eventually, poll).Should(HavePrefix("True/"))
-		Eventually(configCondition(igwv1.ConditionGatewayProgrammed), eventually, poll).Should(HavePrefix("False/" + controllers.ReasonGatewayNotProgrammed))
+		Eventually(configCondition(igwv1.ConditionGatewayProgrammed), eventually, poll).Should(HavePrefix("False/" + igwv1.ReasonGatewayNotProgrammed))
 		Consistently(stopped, time.Second).ShouldNot(Receive(), "the operator stopped")
 	})
 })

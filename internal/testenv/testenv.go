@@ -67,14 +67,7 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := RepoRoot()
-	crdDirs := []string{filepath.Join(root, "config", "crd", "bases")}
-	for _, d := range opts.ExtraCRDDirs {
-		if !filepath.IsAbs(d) {
-			d = filepath.Join(root, d)
-		}
-		crdDirs = append(crdDirs, d)
-	}
+	crdDirs := repoPaths(append([]string{filepath.Join("config", "crd", "bases")}, opts.ExtraCRDDirs...))
 	e := &Env{AssetsDir: assets, env: &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDDirectoryPaths:        crdDirs,
@@ -97,6 +90,25 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// repoPaths resolves paths relative to the repository root.
+func repoPaths(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(RepoRoot(), p)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// InstallCRDs installs the CRDs of dirs (relative to the repository root or
+// absolute) into the running control plane and waits until they are served.
+func (e *Env) InstallCRDs(dirs ...string) error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: repoPaths(dirs), ErrorIfPathMissing: true})
+	return err
 }
 
 // Stop stops the control plane and removes its files.

@@ -232,14 +232,10 @@ func bbrDeployment(cfg *igwv1.InferenceGatewayConfig, images Images, m metav1.Ob
 }
 
 func bbrService(cfg *igwv1.InferenceGatewayConfig, m metav1.ObjectMeta) *corev1.Service {
-	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m, Spec: corev1.ServiceSpec{
-		Selector: bbrSelector(cfg),
-		Ports: []corev1.ServicePort{
-			servicePort(PortNameGRPC, BBRGRPCPort, AppProtocolH2C),
-			servicePort(PortNameMetrics, BBRMetricsPort, ""),
-			servicePort(PortNameModels, BBRModelsPort, ""),
-		},
-	}}
+	return service(m, bbrSelector(cfg),
+		servicePort(PortNameGRPC, BBRGRPCPort, AppProtocolH2C),
+		servicePort(PortNameMetrics, BBRMetricsPort, ""),
+		servicePort(PortNameModels, BBRModelsPort, ""))
 }
 
 // bbrReferenceGrant lets the router's policy, which must live beside a Gateway

@@ -279,13 +279,9 @@ func httpProbe(path string, port int32) *corev1.Probe {
 }
 
 func eppService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
-	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m, Spec: corev1.ServiceSpec{
-		Selector: eppSelector(mr),
-		Ports: []corev1.ServicePort{
-			servicePort(PortNameGRPC, EPPGRPCPort, AppProtocolH2C),
-			servicePort(PortNameMetrics, EPPMetricsPort, ""),
-		},
-	}}
+	return service(m, eppSelector(mr),
+		servicePort(PortNameGRPC, EPPGRPCPort, AppProtocolH2C),
+		servicePort(PortNameMetrics, EPPMetricsPort, ""))
 }
 
 func inferencePool(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig, m metav1.ObjectMeta, n RouteNames) *infv1.InferencePool {
@@ -329,10 +325,7 @@ func poolService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
 		ports[i] = corev1.ServicePort{Name: "http-" + strconv.Itoa(int(p.Number)), Port: p.Number,
 			TargetPort: intstr.FromInt32(p.Number), Protocol: corev1.ProtocolTCP}
 	}
-	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m, Spec: corev1.ServiceSpec{
-		Selector: copyMap(mr.Spec.Selector.MatchLabels),
-		Ports:    ports,
-	}}
+	return service(m, copyMap(mr.Spec.Selector.MatchLabels), ports...)
 }
 
 // ServedNames are the names clients may send for a route: models, then adapters.

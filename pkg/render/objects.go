@@ -80,6 +80,12 @@ func routeTarget(name string) gwapiv1.LocalPolicyTargetReferenceWithSectionName 
 		Group: GroupGatewayAPI, Kind: KindHTTPRoute, Name: gwapiv1.ObjectName(name)}}
 }
 
+// service is a ClusterIP Service of the pods selector matches.
+func service(m metav1.ObjectMeta, selector map[string]string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{TypeMeta: typeMeta("v1", KindService), ObjectMeta: m,
+		Spec: corev1.ServiceSpec{Selector: selector, Ports: ports}}
+}
+
 func servicePort(name string, port int32, appProtocol string) corev1.ServicePort {
 	p := corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString(name)}
 	if appProtocol != "" {

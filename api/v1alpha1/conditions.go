@@ -1,0 +1,85 @@
+package v1alpha1
+
+// Condition types. Each condition carries the observedGeneration it was
+// computed for; a status stays Unknown until the operator could observe what
+// the condition says.
+const (
+	// ConditionAccepted says the object is valid and taken into account (both kinds).
+	ConditionAccepted = "Accepted"
+	// ConditionReady says the data path works end to end (both kinds).
+	ConditionReady = "Ready"
+	// ConditionResolvedRefs says every reference of a ModelRoute resolves and every child is applied.
+	ConditionResolvedRefs = "ResolvedRefs"
+	// ConditionDegraded says a ready ModelRoute runs short of endpoints or picker replicas.
+	ConditionDegraded = "Degraded"
+	// ConditionGatewayProgrammed says an InferenceGatewayConfig's Gateway reports Programmed.
+	ConditionGatewayProgrammed = "GatewayProgrammed"
+	// ConditionBBRReady says an InferenceGatewayConfig's body-based router is available, or off.
+	ConditionBBRReady = "BBRReady"
+)
+
+// Reasons of the conditions. Each names what to look at; the condition's
+// message says what to do.
+const (
+	// ReasonAccepted: the object is valid (Accepted True).
+	ReasonAccepted = "Accepted"
+	// ReasonResolvedRefs: every reference resolved and every child is applied (ResolvedRefs True).
+	ReasonResolvedRefs = "ResolvedRefs"
+	// ReasonReady: the data path works (Ready True).
+	ReasonReady = "Ready"
+	// ReasonAsExpected: nothing is degraded (Degraded False).
+	ReasonAsExpected = "AsExpected"
+
+	// ReasonConfigNotFound: a ModelRoute's spec.configRef names no InferenceGatewayConfig in its namespace.
+	ReasonConfigNotFound = "ConfigNotFound"
+	// ReasonCRDsMissing: the API server does not serve a kind the object needs
+	// (Gateway API, the inference extension or Envoy Gateway is not installed).
+	ReasonCRDsMissing = "CRDsMissing"
+	// ReasonGatewayNotFound: the Gateway the config names does not exist (yet).
+	ReasonGatewayNotFound = "GatewayNotFound"
+	// ReasonConfigMapNotFound: spec.scoring.configMapRef names no ConfigMap.
+	ReasonConfigMapNotFound = "ConfigMapNotFound"
+	// ReasonConfigMapKeyMissing: the ConfigMap of spec.scoring.configMapRef lacks the key.
+	ReasonConfigMapKeyMissing = "ConfigMapKeyMissing"
+	// ReasonConfigMapUnreadable: the ConfigMap of spec.scoring.configMapRef
+	// could not be read (for example, access denied); the operator retries
+	// with backoff and the picker keeps its last good configuration.
+	ReasonConfigMapUnreadable = "ConfigMapUnreadable"
+	// ReasonInvalidEPPConfig: the ConfigMap's content is not a configuration the picker accepts.
+	ReasonInvalidEPPConfig = "InvalidEPPConfig"
+	// ReasonNameConflict: a child's name is taken by an object the operator does not own.
+	ReasonNameConflict = "NameConflict"
+	// ReasonApplyFailed: writing or deleting a child failed; the operator retries with backoff.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonReconcileError: the operator could not read or write what the
+	// condition depends on; the message holds the error, and it retries with
+	// backoff (the condition is Unknown meanwhile).
+	ReasonReconcileError = "ReconcileError"
+	// ReasonCleanupFailed: deleting an InferenceGatewayConfig's children beside
+	// a Gateway in another namespace failed, so the config stays until a retry succeeds.
+	ReasonCleanupFailed = "CleanupFailed"
+
+	// ReasonRefsNotResolved: Ready is False because ResolvedRefs is.
+	ReasonRefsNotResolved = "RefsNotResolved"
+	// ReasonNoMatchingPods: no Pod matches the ModelRoute's selector.
+	ReasonNoMatchingPods = "NoMatchingPods"
+	// ReasonNoReadyEndpoints: Pods match, but none is Ready with an IP.
+	ReasonNoReadyEndpoints = "NoReadyEndpoints"
+	// ReasonEndpointPickerUnavailable: the picker Deployment has no available replica.
+	ReasonEndpointPickerUnavailable = "EndpointPickerUnavailable"
+	// ReasonEndpointPickerDegraded: fewer picker replicas are available than expected.
+	ReasonEndpointPickerDegraded = "EndpointPickerDegraded"
+	// ReasonEndpointsNotReady: some of the route's endpoints are not ready.
+	ReasonEndpointsNotReady = "EndpointsNotReady"
+
+	// ReasonProgrammed: the config's Gateway is programmed.
+	ReasonProgrammed = "Programmed"
+	// ReasonGatewayNotProgrammed: the config's Gateway is not (yet) programmed by its controller.
+	ReasonGatewayNotProgrammed = "GatewayNotProgrammed"
+	// ReasonBBRDisabled: the body-based router is off (BBRReady True).
+	ReasonBBRDisabled = "Disabled"
+	// ReasonBBRUnavailable: the body-based router Deployment has no available replica.
+	ReasonBBRUnavailable = "BBRUnavailable"
+	// ReasonBBRAvailable: the body-based router has available replicas.
+	ReasonBBRAvailable = "Available"
+)

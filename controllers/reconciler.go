@@ -1,0 +1,120 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/pkg/render"
+)
+
+// Common is what both reconcilers are made of.
+type Common struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client  client.Client
+	Scheme  *runtime.Scheme
+	Kinds   *Kinds
+	Applier *Applier
+	Images  render.Images
+	Events  recorder
+}
+
+// settle ends a reconcile: a warning for a condition that newly went wrong,
+// the status patch when the status changed, and a re-check while references
+// are missing (an error backs off instead).
+func (c *Common) settle(ctx context.Context, obj, base client.Object, prev, next any, prevConds, nextConds []metav1.Condition,
+	refsOK bool, err error, warnTypes ...string) (ctrl.Result, error) {
+	warnOnNewReason(c.Events, obj, prevConds, nextConds, warnTypes...)
+	if err = errors.Join(err, patchStatus(ctx, c.Client, base, obj, prev, next)); err != nil || refsOK {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueWhileMissing}, nil
+}
+
+// getIfExists reads key into obj; found is false when it does not exist.
+func getIfExists(ctx context.Context, c client.Reader, key types.NamespacedName, obj client.Object) (found bool, err error) {
+	if err := c.Get(ctx, key, obj); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// applyChildren applies an owner's rendered children whose kinds are served,
+// deletes those in scopes that the rendering no longer has, and tells what it
+// changed in one event. A name taken by another object or a kind the API
+// server stopped serving is a reference problem; any other failure is one too
+// (ApplyFailed), and is returned so that the reconcile backs off.
+func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []client.Object, scopes []PruneScope, refs *refProblems) error {
+	changes := &changeLog{}
+	defer changes.emit(c.Events, owner)
+	failed := func(err error) error {
+		refs.add(igwv1.ReasonApplyFailed, err.Error())
+		return err
+	}
+	keep := map[ChildKey]bool{}
+	for _, obj := range objs {
+		gvk, err := gvkOf(c.Scheme, obj)
+		if err != nil {
+			return failed(err)
+		}
+		if !c.Kinds.Has(gvk) {
+			continue
+		}
+		keep[ChildKey{gvk, client.ObjectKeyFromObject(obj)}] = true
+		res, err := c.Applier.Apply(ctx, obj)
+		var conflict *ConflictError
+		switch {
+		case errors.As(err, &conflict):
+			refs.add(igwv1.ReasonNameConflict, conflict.Error())
+			continue
+		case isNoMatch(err):
+			c.Kinds.Forget(gvk)
+			refs.add(igwv1.ReasonCRDsMissing, describeMissing([]schema.GroupVersionKind{gvk}))
+			continue
+		case err != nil:
+			return failed(fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err))
+		}
+		changes.applied(res, gvk.Kind, obj)
+	}
+	deleted, err := c.prune(ctx, scopes, keep)
+	changes.deleted = deleted
+	if err != nil {
+		return failed(err)
+	}
+	return nil
+}
+
+// prune deletes the children in scopes that are not in keep, and returns what it deleted.
+func (c *Common) prune(ctx context.Context, scopes []PruneScope, keep map[ChildKey]bool) ([]string, error) {
+	var all []string
+	for _, s := range scopes {
+		if !c.Kinds.Has(s.GVK) {
+			continue
+		}
+		deleted, err := c.Applier.Prune(ctx, s, keep)
+		all = append(all, deleted...)
+		if err != nil {
+			return all, fmt.Errorf("deleting stale %s children: %w", s.GVK.Kind, err)
+		}
+	}
+	return all, nil
+}
+
+func gvkOf(scheme *runtime.Scheme, obj client.Object) (schema.GroupVersionKind, error) {
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
+		return gvk, nil
+	}
+	gvks, _, err := scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return schema.GroupVersionKind{}, fmt.Errorf("no kind for %T: %w", obj, err)
+	}
+	return gvks[0], nil
+}
