@@ -58,7 +58,9 @@ func (e *ConflictError) Error() string {
 // from what is in the cache.
 type Applier struct {
 	Client client.Client
-	Scheme *runtime.Scheme
+	// APIReader lists children for a PruneScope that asks for a live list.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
 }
 
 // Apply makes the child match desired and reports whether it wrote.
@@ -210,6 +212,9 @@ type PruneScope struct {
 	Selector  labels.Selector
 	// Owned reports whether an object that carries the owner's labels is really its child.
 	Owned func(client.Object) bool
+	// Live lists from the API server instead of the cache: a final cleanup
+	// must also see a child created a moment ago, which the cache may not hold yet.
+	Live bool
 }
 
 // ChildKey names a child: children of different kinds may share a name.
@@ -231,7 +236,11 @@ func (a *Applier) Prune(ctx context.Context, scope PruneScope, keep map[ChildKey
 	if scope.Namespace != "" {
 		opts = append(opts, client.InNamespace(scope.Namespace))
 	}
-	if err := a.Client.List(ctx, list, opts...); err != nil {
+	var reader client.Reader = a.Client
+	if scope.Live {
+		reader = a.APIReader
+	}
+	if err := reader.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	items, err := metaItems(list)

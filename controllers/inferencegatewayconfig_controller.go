@@ -62,13 +62,16 @@ func crossNamespace(cfg *igwv1.InferenceGatewayConfig) bool {
 }
 
 // Reconcile renders, applies and reports one InferenceGatewayConfig. The
-// status is written on every path, errors included.
+// config is read from the API server, not the cache: a cached copy can predate
+// a deletion whose cleanup already ran, and applying from it would place
+// policies beside the Gateway that nothing deletes. The status is written on
+// every path, errors included.
 func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	if err := r.watches.ensure(); err != nil {
 		return ctrl.Result{}, err
 	}
 	cfg := &igwv1.InferenceGatewayConfig{}
-	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, cfg); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	prev := *cfg.Status.DeepCopy()
@@ -89,8 +92,10 @@ func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *i
 	}
 	cross := crossNamespace(cfg)
 	if cross && !controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
-		// The finalizer comes before the first child beside the Gateway.
-		patch := client.MergeFrom(cfg.DeepCopy())
+		// The finalizer comes before the first child beside the Gateway, and
+		// the optimistic lock keeps a concurrent change (or a deletion) from
+		// being overwritten with this copy's finalizers.
+		patch := client.MergeFromWithOptions(cfg.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(cfg, FinalizerCrossNamespace)
 		if err := r.Client.Patch(ctx, cfg, patch); err != nil {
 			return err
@@ -155,29 +160,31 @@ func (r *InferenceGatewayConfigReconciler) pruneScopes(cfg *igwv1.InferenceGatew
 	for _, gvk := range configChildKinds {
 		scopes = append(scopes, PruneScope{GVK: gvk, Namespace: cfg.Namespace, Selector: local, Owned: controlledBy(cfg.UID)})
 	}
-	return append(scopes, remoteScopes(cfg)...)
+	return append(scopes, remoteScopes(cfg, false)...)
 }
 
 // remoteScopes find a config's children in other namespaces, by label.
-func remoteScopes(cfg *igwv1.InferenceGatewayConfig) []PruneScope {
+func remoteScopes(cfg *igwv1.InferenceGatewayConfig, live bool) []PruneScope {
 	remote := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name),
 		render.LabelConfigNamespace: cfg.Namespace, render.LabelManagedBy: render.ManagedByValue})
 	scopes := make([]PruneScope, len(gatewayPolicyKinds))
 	for i, gvk := range gatewayPolicyKinds {
-		scopes[i] = PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }}
+		scopes[i] = PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }, Live: live}
 	}
 	return scopes
 }
 
-// cleanUp deletes every child at a Gateway in another namespace, then drops the finalizer.
+// cleanUp deletes every child at a Gateway in another namespace, then drops the
+// finalizer. The children are listed from the API server: a child created
+// moments ago may not be in the cache yet, and would otherwise stay forever.
 func (r *InferenceGatewayConfigReconciler) cleanUp(ctx context.Context, cfg *igwv1.InferenceGatewayConfig) error {
 	if !controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
 		return nil
 	}
-	if _, err := r.prune(ctx, remoteScopes(cfg), nil); err != nil {
+	if _, err := r.prune(ctx, remoteScopes(cfg, true), nil); err != nil {
 		return err
 	}
-	patch := client.MergeFrom(cfg.DeepCopy())
+	patch := client.MergeFromWithOptions(cfg.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(cfg, FinalizerCrossNamespace)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, cfg, patch))
 }

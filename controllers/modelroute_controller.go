@@ -52,14 +52,15 @@ func requiredRouteKinds(cfg *igwv1.InferenceGatewayConfig) []schema.GroupVersion
 	return kinds
 }
 
-// Reconcile renders, applies and reports one ModelRoute. The status is
-// written on every path, errors included.
+// Reconcile renders, applies and reports one ModelRoute. The route is read
+// from the API server, so that a route already deleted gets no new children;
+// the status is written on every path, errors included.
 func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	if err := r.watches.ensure(); err != nil {
 		return ctrl.Result{}, err
 	}
 	mr := &igwv1.ModelRoute{}
-	if err := r.Client.Get(ctx, req.NamespacedName, mr); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, mr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if mr.DeletionTimestamp != nil {

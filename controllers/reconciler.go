@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,12 +20,16 @@ import (
 // Common is what both reconcilers are made of.
 type Common struct {
 	// Client reads from the manager's cache and writes to the API server.
-	Client  client.Client
-	Scheme  *runtime.Scheme
-	Kinds   *Kinds
-	Applier *Applier
-	Images  render.Images
-	Events  recorder
+	Client client.Client
+	// APIReader reads from the API server itself. Whether an owner still
+	// exists, and which of its children are left when it goes, are decided on
+	// it: the cache may not have seen a deletion yet, nor a child just created.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Kinds     *Kinds
+	Applier   *Applier
+	Images    render.Images
+	Events    recorder
 }
 
 // settle ends a reconcile: a warning for a condition that newly went wrong,
@@ -32,6 +37,11 @@ type Common struct {
 // are missing (an error backs off instead).
 func (c *Common) settle(ctx context.Context, obj, base client.Object, prev, next any, prevConds, nextConds []metav1.Condition,
 	refsOK bool, err error, warnTypes ...string) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		// The object changed since it was read: the retry reads it afresh, and
+		// a condition about a write that lost a race would only be noise.
+		return ctrl.Result{}, err
+	}
 	warnOnNewReason(c.Events, obj, prevConds, nextConds, warnTypes...)
 	if err = errors.Join(err, patchStatus(ctx, c.Client, base, obj, prev, next)); err != nil || refsOK {
 		return ctrl.Result{}, err

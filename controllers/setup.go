@@ -59,8 +59,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, erro
 	}
 	kinds := NewKinds(mgr.GetRESTMapper())
 	common := Common{
-		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Kinds: kinds, Images: o.Images,
-		Applier: &Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme()},
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Kinds: kinds, Images: o.Images,
+		Applier: &Applier{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme()},
 		Events:  recorder{mgr.GetEventRecorder("igw-operator")},
 	}
 	mr := &ModelRouteReconciler{Common: common}
