@@ -5,12 +5,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
@@ -64,15 +66,19 @@ func crossNamespace(cfg *igwv1.InferenceGatewayConfig) bool {
 // Reconcile renders, applies and reports one InferenceGatewayConfig. The
 // config is read from the API server, not the cache: a cached copy can predate
 // a deletion whose cleanup already ran, and applying from it would place
-// policies beside the Gateway that nothing deletes. The status is written on
-// every path, errors included.
+// policies beside the Gateway that nothing deletes. A config that is gone has
+// what is left of its children beside a Gateway deleted. The status is written
+// on every path, errors included.
 func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	if err := r.watches.ensure(); err != nil {
 		return ctrl.Result{}, err
 	}
 	cfg := &igwv1.InferenceGatewayConfig{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cfg); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.deleteOrphans(ctx, req.Namespace, render.LabelValue(req.Name))
+		}
+		return ctrl.Result{}, err
 	}
 	prev := *cfg.Status.DeepCopy()
 	var o configObservation
@@ -160,13 +166,14 @@ func (r *InferenceGatewayConfigReconciler) pruneScopes(cfg *igwv1.InferenceGatew
 	for _, gvk := range configChildKinds {
 		scopes = append(scopes, PruneScope{GVK: gvk, Namespace: cfg.Namespace, Selector: local, Owned: controlledBy(cfg.UID)})
 	}
-	return append(scopes, remoteScopes(cfg, false)...)
+	return append(scopes, remoteScopes(cfg.Namespace, render.LabelValue(cfg.Name), false)...)
 }
 
-// remoteScopes find a config's children in other namespaces, by label.
-func remoteScopes(cfg *igwv1.InferenceGatewayConfig, live bool) []PruneScope {
-	remote := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name),
-		render.LabelConfigNamespace: cfg.Namespace, render.LabelManagedBy: render.ManagedByValue})
+// remoteScopes find the children in other namespaces of the config of
+// namespace whose name has the label value label.
+func remoteScopes(namespace, label string, live bool) []PruneScope {
+	remote := labels.SelectorFromSet(labels.Set{render.LabelConfig: label,
+		render.LabelConfigNamespace: namespace, render.LabelManagedBy: render.ManagedByValue})
 	scopes := make([]PruneScope, len(gatewayPolicyKinds))
 	for i, gvk := range gatewayPolicyKinds {
 		scopes[i] = PruneScope{GVK: gvk, Selector: remote, Owned: func(client.Object) bool { return true }, Live: live}
@@ -181,10 +188,33 @@ func (r *InferenceGatewayConfigReconciler) cleanUp(ctx context.Context, cfg *igw
 	if !controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
 		return nil
 	}
-	if _, err := r.prune(ctx, remoteScopes(cfg, true), nil); err != nil {
+	if _, err := r.prune(ctx, remoteScopes(cfg.Namespace, render.LabelValue(cfg.Name), true), nil); err != nil {
 		return err
 	}
 	patch := client.MergeFromWithOptions(cfg.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(cfg, FinalizerCrossNamespace)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, cfg, patch))
+}
+
+// deleteOrphans deletes the children beside a Gateway of a config of namespace
+// that is gone (label is its name's label value), unless a config there still
+// has that label value. The finalizer normally deletes them before the config
+// goes, but a deletion that races with the finalizer being added removes the
+// config regardless (kubernetes/kubernetes#77988), and an operator that was not
+// running saw no deletion at all.
+func (r *InferenceGatewayConfigReconciler) deleteOrphans(ctx context.Context, namespace, label string) error {
+	var cfgs igwv1.InferenceGatewayConfigList
+	if err := r.APIReader.List(ctx, &cfgs, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	for i := range cfgs.Items {
+		if render.LabelValue(cfgs.Items[i].Name) == label {
+			return nil
+		}
+	}
+	deleted, err := r.prune(ctx, remoteScopes(namespace, label, true), nil)
+	if len(deleted) > 0 {
+		log.FromContext(ctx).Info("deleted the children of a config that is gone", "deleted", deleted)
+	}
+	return err
 }

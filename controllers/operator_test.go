@@ -383,6 +383,21 @@ var _ = Describe("A config whose Gateway lives in another namespace", Ordered, f
 		Eventually(gone(&egv1a1.ClientTrafficPolicy{}, gateways, n.BufferLimit), eventually, poll).Should(BeTrue())
 		Eventually(gone(&igwv1.InferenceGatewayConfig{}, team, "igw"), eventually, poll).Should(BeTrue())
 	})
+
+	It("deletes a policy beside the Gateway whose config is gone without its cleanup", func() {
+		// What a deletion that races with the finalizer being added leaves
+		// behind: the API server removes the config although the finalizer was set.
+		orphan := foreignPolicy(gateways, "orphan-igw-bbr")
+		orphan.Labels = map[string]string{render.LabelConfig: "orphan", render.LabelConfigNamespace: team, render.LabelManagedBy: render.ManagedByValue}
+		Expect(k8s.Create(ctx, orphan)).To(Succeed())
+		Eventually(gone(&egv1a1.EnvoyExtensionPolicy{}, gateways, orphan.Name), eventually, poll).Should(BeTrue())
+
+		By("a policy that only looks alike (not the operator's) stays")
+		lookalike := foreignPolicy(gateways, "lookalike")
+		lookalike.Labels = map[string]string{render.LabelConfig: "orphan", render.LabelConfigNamespace: team}
+		Expect(k8s.Create(ctx, lookalike)).To(Succeed())
+		Consistently(exists(&egv1a1.EnvoyExtensionPolicy{}, gateways, lookalike.Name), 2*time.Second, poll).Should(Succeed())
+	})
 })
 
 var _ = Describe("Conditions a person can act on", Ordered, func() {

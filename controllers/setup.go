@@ -255,7 +255,8 @@ func (r *InferenceGatewayConfigReconciler) configsForGateway(ctx context.Context
 }
 
 // configsForChild maps a child to its config: by controller reference in the
-// config's namespace, by the config-namespace label elsewhere.
+// config's namespace, by the config-namespace label elsewhere (a child whose
+// config is gone still maps to a reconcile, which deletes it).
 func (r *InferenceGatewayConfigReconciler) configsForChild(ctx context.Context, obj client.Object) []reconcile.Request {
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		if ref.Kind == render.KindConfig && ref.APIVersion == igwv1.GroupVersion.String() {
@@ -263,8 +264,9 @@ func (r *InferenceGatewayConfigReconciler) configsForChild(ctx context.Context, 
 		}
 		return nil
 	}
-	ns, ok := obj.GetLabels()[render.LabelConfigNamespace]
-	if !ok {
+	l := obj.GetLabels()
+	ns, label := l[render.LabelConfigNamespace], l[render.LabelConfig]
+	if ns == "" || label == "" || l[render.LabelManagedBy] != render.ManagedByValue {
 		return nil
 	}
 	var cfgs igwv1.InferenceGatewayConfigList
@@ -273,9 +275,14 @@ func (r *InferenceGatewayConfigReconciler) configsForChild(ctx context.Context, 
 	}
 	var out []reconcile.Request
 	for i := range cfgs.Items {
-		if render.LabelValue(cfgs.Items[i].Name) == obj.GetLabels()[render.LabelConfig] {
+		if render.LabelValue(cfgs.Items[i].Name) == label {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&cfgs.Items[i])})
 		}
+	}
+	if len(out) == 0 {
+		// No config has it: the reconcile of its label value finds none
+		// either (read live) and deletes it as an orphan.
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: label}})
 	}
 	return out
 }

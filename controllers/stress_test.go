@@ -127,7 +127,8 @@ func childrenBeside(c client.Client, namespace, configNamespace string) []string
 		for _, o := range items {
 			m, err := apimeta.Accessor(o)
 			Expect(err).NotTo(HaveOccurred())
-			out = append(out, fmt.Sprintf("%T %s (config %s)", o, m.GetName(), m.GetLabels()[render.LabelConfig]))
+			out = append(out, fmt.Sprintf("%T %s (config %s, created %s)", o, m.GetName(), m.GetLabels()[render.LabelConfig],
+				m.GetCreationTimestamp().UTC().Format(time.RFC3339)))
 		}
 	}
 	return out
@@ -137,20 +138,13 @@ func childrenBeside(c client.Client, namespace, configNamespace string) []string
 // closes: they keep the operator's informer of the kind it places beside the
 // Gateway busy, so its cache lags behind the API server.
 func writeNoise(c client.Client, namespace string, writer int, stop <-chan struct{}, writes *atomic.Int64) {
-	port := gwapiv1.PortNumber(9000)
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		p := &egv1a1.EnvoyExtensionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("noise-%d-%d", writer, i%8)},
-			Spec: egv1a1.EnvoyExtensionPolicySpec{
-				PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{{
-					LocalPolicyTargetReference: gwapiv1.LocalPolicyTargetReference{Group: gwapiv1.GroupName, Kind: "Gateway", Name: "none"}}}},
-				ExtProc: []egv1a1.ExtProc{{BackendCluster: egv1a1.BackendCluster{BackendRefs: []egv1a1.BackendRef{{
-					BackendObjectReference: gwapiv1.BackendObjectReference{Name: "noise", Port: &port}}}}}},
-			}}
+		p := foreignPolicy(namespace, fmt.Sprintf("noise-%d-%d", writer, i%8))
 		if c.Create(ctx, p) == nil {
 			writes.Add(1)
 		}
@@ -162,6 +156,18 @@ func writeNoise(c client.Client, namespace string, writer int, stop <-chan struc
 			writes.Add(1)
 		}
 	}
+}
+
+// foreignPolicy is an EnvoyExtensionPolicy the operator did not render.
+func foreignPolicy(namespace, name string) *egv1a1.EnvoyExtensionPolicy {
+	port := gwapiv1.PortNumber(9000)
+	return &egv1a1.EnvoyExtensionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: egv1a1.EnvoyExtensionPolicySpec{
+			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{{
+				LocalPolicyTargetReference: gwapiv1.LocalPolicyTargetReference{Group: gwapiv1.GroupName, Kind: "Gateway", Name: "none"}}}},
+			ExtProc: []egv1a1.ExtProc{{BackendCluster: egv1a1.BackendCluster{BackendRefs: []egv1a1.BackendRef{{
+				BackendObjectReference: gwapiv1.BackendObjectReference{Name: "noise", Port: &port}}}}}},
+		}}
 }
 
 // touchGateway changes an annotation of a Gateway until stop closes.
