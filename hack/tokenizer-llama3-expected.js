@@ -15,6 +15,7 @@ const texts = [
   "Unicode: café, naïve, Ærøskøbing, 東京, Москва, مرحبا, 🙂🚀, ſtraße",
   "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>",
   "!!!??? ... --- ***",
+  " ASSS0 aaaa AAAA llll",
   "",
 ];
 const tok = fromPreTrained();

@@ -47,16 +47,12 @@ const maxCachedWords = 1 << 16
 
 // newFastPath returns nil when the configuration needs the general pipeline.
 func newFastPath(cfg *tokenizer.Config, model tokenizer.Model) *fastPath {
-	ignore := false
-	if m, ok := model.(ignoreMerges); ok {
-		model, ignore = m.Model, true
-	}
-	b, ok := model.(*bpe.BPE)
-	if !ok || cfg.Normalizer != nil || b.Vocab == nil || b.Merges == nil || b.Dropout != nil && *b.Dropout > 0 ||
-		b.ContinuingSubwordPrefix != nil && *b.ContinuingSubwordPrefix != "" || b.EndOfWordSuffix != nil && *b.EndOfWordSuffix != "" {
+	m, ok := model.(*bpeModel)
+	if !ok || cfg.Normalizer != nil || m.byteFallback ||
+		m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" || m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
 		return nil
 	}
-	f := &fastPath{vocab: *b.Vocab, merges: *b.Merges, ignoreMerges: ignore, added: map[byte][]addedToken{}, cache: map[string][]uint32{}}
+	f := &fastPath{vocab: *m.Vocab, merges: *m.Merges, ignoreMerges: m.ignoreMerges, added: map[byte][]addedToken{}, cache: map[string][]uint32{}}
 	for _, t := range cfg.AddedTokens {
 		if t.Lstrip || t.Rstrip || t.SingleWord || t.Content == "" || (t.Normalized && !t.Special) {
 			return nil
@@ -295,12 +291,10 @@ func (f *fastPath) word(dst []uint32, w string) ([]uint32, error) {
 	return append(dst, ids...), nil
 }
 
-// bpe merges one pre-token's byte characters: repeatedly the adjacent pair
-// of lowest merge rank (leftmost among equals), as Hugging Face's BPE does
-// without dropout.
+// bpe merges one pre-token's byte characters.
 func (f *fastPath) bpe(w string) ([]uint32, error) {
 	var sb strings.Builder
-	syms := make([]int, 0, len(w))
+	syms := make([]symbol, 0, len(w))
 	for i := 0; i < len(w); i++ {
 		c := pretokenizer.BytesChar[w[i]]
 		sb.WriteString(c)
@@ -308,29 +302,17 @@ func (f *fastPath) bpe(w string) ([]uint32, error) {
 		if !ok {
 			return nil, fmt.Errorf("hftokenizer: byte %#x has no token in the vocabulary", w[i])
 		}
-		syms = append(syms, id)
+		syms = append(syms, symbol{id, 1})
 	}
 	if f.ignoreMerges {
 		if id, ok := f.vocab[sb.String()]; ok {
 			return []uint32{uint32(id)}, nil
 		}
 	}
-	for len(syms) > 1 {
-		best, at := bpe.PairVal{Rank: -1}, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if pv, ok := f.merges[bpe.Pair{C1: syms[i], C2: syms[i+1]}]; ok && (at < 0 || pv.Rank < best.Rank) {
-				best, at = pv, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] = best.NewId
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
+	syms = merge(f.merges, syms)
 	ids := make([]uint32, len(syms))
-	for i, id := range syms {
-		ids[i] = uint32(id)
+	for i, s := range syms {
+		ids[i] = uint32(s.id)
 	}
 	return ids, nil
 }

@@ -11,8 +11,9 @@
 // vocabularies (Llama 3, Qwen 2, ...) uses a look-ahead that Go's regexp
 // lacks, so it is matched by hand (pattern.go); and its ByteLevel step always
 // re-splits with GPT-2's expression, ignoring use_regex: false, so the byte
-// mapping is applied here. A BPE model with ignore_merges (a word found in
-// the vocabulary is one token) is honoured by a wrapper.
+// mapping is applied here. BPE words are merged here too (bpe.go): the
+// library's merge breaks ties unlike Hugging Face's, and lacks ignore_merges
+// and byte fallback.
 //
 // Chat requests need the model's chat template, which lives in
 // tokenizer_config.json as Jinja; it is not rendered here: AppendPromptTokens
@@ -79,9 +80,7 @@ func Parse(data []byte) (t *Tokenizer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("hftokenizer: model: %w", err)
 	}
-	if cfg.Model["type"] == "BPE" && cfg.Model["ignore_merges"] == true {
-		model = ignoreMerges{model}
-	}
+	model = newBPEModel(model, cfg.Model)
 	tk := tokenizer.NewTokenizer(model)
 	if cfg.Normalizer != nil {
 		n, err := pretrained.CreateNormalizer(cfg.Normalizer)
@@ -172,17 +171,6 @@ func (t *Tokenizer) AppendPromptTokens(dst []uint32, body []byte, text string) (
 	}
 	ids, err := t.encodeGeneral(text, t.addSpecial)
 	return append(dst, ids...), err
-}
-
-// ignoreMerges is a BPE model with the ignore_merges option: a word that is
-// in the vocabulary is one token, whatever its merges would give.
-type ignoreMerges struct{ tokenizer.Model }
-
-func (m ignoreMerges) Tokenize(sequence string) ([]tokenizer.Token, error) {
-	if id, ok := m.Model.TokenToId(sequence); ok {
-		return []tokenizer.Token{{Id: id, Value: sequence, Offsets: []int{0, len(sequence)}}}, nil
-	}
-	return m.Model.Tokenize(sequence)
 }
 
 // preTokenizer builds the pre-tokenizer, substituting the parts the library

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -183,7 +184,7 @@ func BenchmarkLlama3Encode(b *testing.B) {
 // FuzzLlama3FastMatchesGeneral holds the fast path to the library's general
 // pipeline on arbitrary text (skipped without the file).
 func FuzzLlama3FastMatchesGeneral(f *testing.F) {
-	for _, s := range []string{"Hello, my dog is cute", "  a\n\n b'S 1234 ſ <|eot_id|>x", "\t\r\n", "ü 東京 🙂"} {
+	for _, s := range []string{"Hello, my dog is cute", "  a\n\n b'S 1234 ſ <|eot_id|>x", "\t\r\n", "ü 東京 🙂", " ASSS0"} {
 		f.Add(s)
 	}
 	tk, _ := loadLlama3(f)
@@ -197,4 +198,38 @@ func FuzzLlama3FastMatchesGeneral(f *testing.F) {
 			t.Fatalf("%q: fast %v (%v), general %v (%v)", s, fast, err1, general, err2)
 		}
 	})
+}
+
+// TestGeneralBPE holds the general pipeline's BPE to Hugging Face's rules on
+// a small model: repeats of one pair merge leftmost first, a character
+// outside the vocabulary falls back to its bytes where the vocabulary has
+// them, and unknown characters in a row fuse into one unknown token.
+func TestGeneralBPE(t *testing.T) {
+	file := func(byteFallback bool) string {
+		return `{"model":{"type":"BPE","unk_token":"<unk>","fuse_unk":true,"byte_fallback":` + strconv.FormatBool(byteFallback) + `,
+			"vocab":{"<unk>":0,"a":1,"b":2,"aa":3,"<0xC3>":4,"<0xA9>":5},"merges":["a a"]}}`
+	}
+	for _, c := range []struct {
+		fallback bool
+		text     string
+		want     []uint32
+	}{
+		{false, "aaab", []uint32{3, 1, 2}},
+		{false, "aaaa", []uint32{3, 3}},
+		{true, "aé", []uint32{1, 4, 5}},
+		{false, "aéé", []uint32{1, 0}},
+		{true, "xyb", []uint32{0, 2}},
+	} {
+		tk, err := Parse([]byte(file(c.fallback)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.fast != nil {
+			t.Fatal("a file without ByteLevel took the fast path")
+		}
+		got, err := tk.Encode(c.text, false)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("byte fallback %v, %q: %v (%v), want %v", c.fallback, c.text, got, err, c.want)
+		}
+	}
 }
