@@ -188,6 +188,43 @@ func streamAll(t testing.TB, client *http.Client, base string, prompts [][]uint3
 // shows the server's timing; the engine-clock checks are exact and never retried.
 const clientTimingAttempts = 3
 
+// watchTimerLateness samples, until the returned function is called, how late
+// 1 ms sleeps wake up in this process, and the function returns the 95th
+// percentile of that lateness: how far the machine, not the server under
+// test, delays what a client observes.
+func watchTimerLateness() func() time.Duration {
+	var (
+		mu       sync.Mutex
+		lateness []time.Duration
+	)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			start := time.Now()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			lateness = append(lateness, time.Since(start)-time.Millisecond)
+			mu.Unlock()
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		<-stopped
+		if len(lateness) == 0 {
+			return 0
+		}
+		slices.Sort(lateness)
+		return lateness[len(lateness)*95/100]
+	}
+}
+
 // attempt collects the client-side timing misses of one measurement.
 type attempt struct {
 	n      int
@@ -209,16 +246,25 @@ func (a *attempt) checkClientTTFT(what string, observed, want time.Duration, tol
 
 // measureClientTiming runs measure (which starts its own server) until one run
 // has no client-side timing miss, at most clientTimingAttempts times; the misses
-// of the last run fail the test.
+// of the last run fail the test, unless the machine itself was late then: a
+// process's own timers waking later than the allowance means a client could not
+// have seen punctual tokens from any server, so the run says nothing about the
+// server's timing and the test is skipped (the engine's timing, checked
+// exactly on its own clock, has passed by then).
 func measureClientTiming(t *testing.T, measure func(a *attempt)) {
 	t.Helper()
 	for n := 1; ; n++ {
 		a := &attempt{n: n}
+		late := watchTimerLateness()
 		measure(a)
+		lateness := late()
 		if len(a.misses) == 0 || t.Failed() {
 			return
 		}
 		if n == clientTimingAttempts {
+			if lateness > httpAllowance {
+				t.Skipf("the machine is too busy to judge client-side timing (timers woke up to %v late during the last attempt); misses: %v", lateness, a.misses)
+			}
 			for _, m := range a.misses {
 				t.Error(m)
 			}
