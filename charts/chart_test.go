@@ -627,7 +627,7 @@ func TestCRDsMatchGenerated(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if wantNames := []string{"inferencegatewayconfigs.gateway.igw.dev", "modelroutes.gateway.igw.dev"}; !reflect.DeepEqual(names, wantNames) {
+	if wantNames := []string{"globalinferencegateways.gateway.igw.dev", "inferencegatewayconfigs.gateway.igw.dev", "modelroutes.gateway.igw.dev"}; !reflect.DeepEqual(names, wantNames) {
 		t.Errorf("helm installs CRDs %v, want %v", names, wantNames)
 	}
 }

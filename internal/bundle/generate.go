@@ -88,7 +88,7 @@ func Generate(opts Options) error {
 			roles = append(roles, o)
 		case "CustomResourceDefinition":
 			crds = append(crds, o)
-		case "InferenceGatewayConfig", "ModelRoute":
+		case "InferenceGatewayConfig", "ModelRoute", "GlobalInferenceGateway":
 			examples = append(examples, o)
 		case "Configuration":
 			scorecards = append(scorecards, o)
