@@ -138,6 +138,9 @@ func (d *Director) SetPipeline(p *Pipeline) {
 // Pipeline returns the pipeline in effect.
 func (d *Director) Pipeline() *Pipeline { return d.pipeline.Load() }
 
+// BlockTokens is the prefix index's block size in effect, in tokens.
+func (d *Director) BlockTokens() int { return d.blockTokens(d.Pipeline()) }
+
 func (d *Director) blockTokens(p *Pipeline) int {
 	if p.BlockTokens > 0 {
 		return p.BlockTokens

@@ -67,6 +67,17 @@ type Options struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+
+	// GlobalSummaryTokenFile turns on the summary the global tier's hub reads
+	// (GET /igw/v1/global-summary on GlobalSummaryPort), accepting the bearer
+	// tokens in this file (one a line, mounted from a Secret); "" keeps it off.
+	GlobalSummaryTokenFile string
+	GlobalSummaryPort      int
+	// GlobalSummaryModel is the pool's base model as clients name it; Cluster
+	// and Region place this member for the hub.
+	GlobalSummaryModel string
+	Cluster            string
+	Region             string
 }
 
 // leaseNameSuffix makes the default Lease name from the pool's name.
@@ -93,6 +104,8 @@ func New() *Options {
 		LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second,
 		RetryPeriod:   2 * time.Second,
+
+		GlobalSummaryPort: 9007,
 	}
 }
 
@@ -121,7 +134,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long standbys wait after the leader's last renewal before taking over (whole seconds).")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries a renewal before stepping down to standby.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between attempts to acquire or renew the Lease.")
+	fs.StringVar(&o.GlobalSummaryTokenFile, "global-summary-token-file", o.GlobalSummaryTokenFile, "Serve this pool's summary to the global tier's hub (GET "+wire.GlobalSummaryPath+" on --global-summary-port), to requests bearing a token of this file (one a line, from a Secret; re-read on change). Empty: not served.")
+	fs.IntVar(&o.GlobalSummaryPort, "global-summary-port", o.GlobalSummaryPort, "Port of the global tier's summary (with --global-summary-token-file).")
+	fs.StringVar(&o.GlobalSummaryModel, "global-summary-model", o.GlobalSummaryModel, "The pool's base model as clients name it, for the summary (required with --global-summary-token-file).")
+	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "This member cluster's name, for the summary (required with --global-summary-token-file).")
+	fs.StringVar(&o.Region, "region", o.Region, "This member cluster's region, for the summary.")
 }
+
+// GlobalSummary says whether the global tier's summary is served.
+func (o *Options) GlobalSummary() bool { return o.GlobalSummaryTokenFile != "" }
 
 func (o *Options) ports() serve.ExtProcPorts {
 	return serve.ExtProcPorts{GRPC: &o.GRPCPort, Health: &o.HealthPort, Metrics: &o.MetricsPort, BindAddress: &o.BindAddress}
@@ -166,8 +187,15 @@ func (o *Options) Validate() error {
 	if (o.PoolName == "") == (o.EndpointsFile == "") {
 		return fmt.Errorf("exactly one of --pool-name and --endpoints-file is required")
 	}
-	if errs := serve.CheckPorts(o.ports().Ports()); len(errs) > 0 {
+	var summaryPort []serve.Port
+	if o.GlobalSummary() {
+		summaryPort = append(summaryPort, serve.Port{Flag: "--global-summary-port", Port: o.GlobalSummaryPort})
+	}
+	if errs := serve.CheckPorts(o.ports().Ports(summaryPort...)); len(errs) > 0 {
 		return errs[0]
+	}
+	if o.GlobalSummary() && (o.GlobalSummaryModel == "" || o.Cluster == "") {
+		return fmt.Errorf("--global-summary-token-file needs --global-summary-model (the pool's model) and --cluster (this member's name)")
 	}
 	switch {
 	case o.ScrapeInterval <= 0:

@@ -31,6 +31,8 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/server"
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
+	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Runner is a configured picker, not yet serving.
@@ -52,6 +54,10 @@ type Runner struct {
 	// leadership is nil without --leader-elect: the replica always serves.
 	leadership *leadership
 	group      serve.Group
+	// summary serves the global tier's summary (nil without
+	// --global-summary-token-file); summaryTokens re-reads its tokens.
+	summary       http.Handler
+	summaryTokens *globalsummary.TokenFile
 }
 
 // New builds a runner from completed, validated options; it loads the
@@ -120,7 +126,36 @@ func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 	}
 	r.updateHealth()
 	r.ExtProc = &server.ExtProc{Director: r.Director, Metrics: r.Metrics, Log: log, MaxBodyBytes: o.MaxBodyBytes}
+	if o.GlobalSummary() {
+		if err := r.newSummary(); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// newSummary builds the global tier's summary of this pool: its endpoints,
+// prefix index and the requests seen to end, behind the token file.
+func (r *Runner) newSummary() error {
+	o := r.Options
+	tokens, err := globalsummary.NewTokenFile(o.GlobalSummaryTokenFile, r.Log)
+	if err != nil {
+		return err
+	}
+	ends := globalsummary.NewErrorWindow(globalsummary.DefaultErrorWindow, 30)
+	r.ExtProc.Ends = ends
+	exp := globalsummary.NewExporter(globalsummary.ExporterOptions{Cluster: o.Cluster, Region: o.Region}, func() []globalsummary.Source {
+		return []globalsummary.Source{{Model: o.GlobalSummaryModel, Store: r.Store, Index: r.Director.Index(),
+			BlockTokens: r.Director.BlockTokens(), Staleness: o.MetricsStaleness, Errors: ends}}
+	})
+	h, err := globalsummary.NewHandler(exp.Summary, globalsummary.HandlerOptions{Auth: tokens})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(wire.GlobalSummaryPath, h)
+	r.summary, r.summaryTokens = mux, tokens
+	return nil
 }
 
 func kubeConfig(path string) (*rest.Config, error) {
@@ -211,6 +246,10 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	g.GRPC("grpc", r.Options.GRPCPort, extSrv, 5*time.Second)
 	g.GRPC("health", r.Options.HealthPort, r.health.Server(), 0)
 	g.HTTP("metrics", r.Options.MetricsPort, &http.Server{Handler: serve.ProbeMux(r.Metrics.Handler(), r.Ready), ReadHeaderTimeout: 5 * time.Second}, time.Second)
+	if r.summary != nil {
+		g.HTTP("global-summary", r.Options.GlobalSummaryPort, &http.Server{Handler: r.summary, ReadHeaderTimeout: 5 * time.Second}, time.Second)
+		g.Go("summary tokens", func(ctx context.Context) error { r.summaryTokens.Run(ctx); return nil })
+	}
 	g.Go("endpoint source", r.runSource)
 	g.Go("scraper", scraper.Run)
 	if r.Options.ModelsInterval > 0 {

@@ -51,6 +51,12 @@ type ExtProc struct {
 	Now func() time.Time
 	// MaxBodyBytes bounds the buffered request body (DefaultMaxBodyBytes when 0).
 	MaxBodyBytes int64
+	// Ends, when set, counts each routed request's end, failed when the
+	// model server answered 5xx or the stream broke: the error rate the
+	// global tier's summary reports.
+	Ends interface {
+		Record(failed bool, now time.Time)
+	}
 }
 
 func (s *ExtProc) now() time.Time {
@@ -374,6 +380,9 @@ func (s *ExtProc) finish(x *exchange, complete bool) {
 	x.done = true
 	res := x.result
 	usage, ok := x.meter.Finish()
+	if s.Ends != nil {
+		s.Ends.Record(!complete || x.status >= 500, s.now())
+	}
 	if complete && x.status < 400 {
 		out := 0
 		if ok {

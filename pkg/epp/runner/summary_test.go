@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/options"
+	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// TestGlobalSummaryServed: with --global-summary-token-file the picker serves
+// its pool's summary to a bearer of a token of the file, with the pool's
+// endpoints and queue as scraped, and refuses a request without one.
+func TestGlobalSummaryServed(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("vllm:num_requests_waiting 3\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc 0.25\n"))
+	}))
+	defer server.Close()
+	host, port, _ := strings.Cut(strings.TrimPrefix(server.URL, "http://"), ":")
+	dir := t.TempDir()
+	epPath, tokens := filepath.Join(dir, "endpoints.yaml"), filepath.Join(dir, "tokens")
+	os.WriteFile(epPath, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644)
+	const token = "hub-token-0123456789abcdef"
+	os.WriteFile(tokens, []byte(token+"\n"), 0o600)
+
+	r, stop := start(t, func(o *options.Options) {
+		o.EndpointsFile, o.GlobalSummaryTokenFile, o.GlobalSummaryPort = epPath, tokens, 0
+		o.GlobalSummaryModel, o.Cluster, o.Region = "llama", "use1", "us-east-1"
+		o.MetricsStaleness = time.Minute
+	})
+	defer stop()
+	url := "http://" + r.Addr("global-summary") + wire.GlobalSummaryPath
+
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d, want 401", resp.StatusCode)
+	}
+
+	client := &globalsummary.Client{TokenFile: tokens}
+	var m *globalsummary.Model
+	waitFor(t, "a summary with the scraped queue", func() bool {
+		s, err := client.Fetch(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Cluster != "use1" || s.Region != "us-east-1" {
+			t.Fatalf("summary names %q in %q", s.Cluster, s.Region)
+		}
+		m = s.Find("llama")
+		return m != nil && m.ReadyEndpoints == 1 && m.Waiting == 3
+	})
+	if m.Endpoints != 1 || m.Running != 2 {
+		t.Fatalf("summary %+v", *m)
+	}
+}
+
+// TestGlobalSummaryNeedsItsModelAndCluster: a token file without the model
+// and cluster the summary names is a start-up error.
+func TestGlobalSummaryNeedsItsModelAndCluster(t *testing.T) {
+	o := options.New()
+	o.EndpointsFile, o.GlobalSummaryTokenFile = "endpoints.yaml", "tokens"
+	o.Complete()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--global-summary-model") {
+		t.Fatalf("Validate: %v", err)
+	}
+	o.GlobalSummaryModel, o.Cluster, o.GlobalSummaryPort = "llama", "use1", o.MetricsPort
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--global-summary-port") {
+		t.Fatalf("Validate with the metrics port: %v", err)
+	}
+}
