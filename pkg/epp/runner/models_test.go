@@ -15,11 +15,27 @@ import (
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
+// modelServer serves handler as one model server until the test ends and
+// writes an endpoints file naming it; it returns the endpoint's key
+// (host:port) and the file.
+func modelServer(t *testing.T, handler http.HandlerFunc) (key, endpointsFile string) {
+	t.Helper()
+	server := httptest.NewServer(handler)
+	t.Cleanup(server.Close)
+	key = strings.TrimPrefix(server.URL, "http://")
+	host, port, _ := strings.Cut(key, ":")
+	endpointsFile = filepath.Join(t.TempDir(), "endpoints.yaml")
+	if err := os.WriteFile(endpointsFile, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return key, endpointsFile
+}
+
 // TestModelListReadsFollowTheFlag: with --models-interval the picker reads
 // each endpoint's /v1/models into the store and counts the reads; with 0 it
 // never asks, while the metrics scrapes go on.
 func TestModelListReadsFollowTheFlag(t *testing.T) {
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, epPath := modelServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case wire.ModelsPath:
 			w.Write([]byte(`{"object":"list","data":[{"id":"m"},{"id":"sql","parent":"m"}]}`))
@@ -28,12 +44,7 @@ func TestModelListReadsFollowTheFlag(t *testing.T) {
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	defer server.Close()
-	addr := strings.TrimPrefix(server.URL, "http://")
-	host, port, _ := strings.Cut(addr, ":")
-	epPath := filepath.Join(t.TempDir(), "endpoints.yaml")
-	os.WriteFile(epPath, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644)
+	})
 
 	for _, interval := range []time.Duration{50 * time.Millisecond, 0} {
 		r, stop := start(t, func(o *options.Options) { o.EndpointsFile, o.ModelsInterval = epPath, interval })

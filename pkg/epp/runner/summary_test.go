@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,18 +18,14 @@ import (
 // its pool's summary to a bearer of a token of the file, with the pool's
 // endpoints and queue as scraped, and refuses a request without one.
 func TestGlobalSummaryServed(t *testing.T) {
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, epPath := modelServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)
 			return
 		}
 		w.Write([]byte("vllm:num_requests_waiting 3\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc 0.25\n"))
-	}))
-	defer server.Close()
-	host, port, _ := strings.Cut(strings.TrimPrefix(server.URL, "http://"), ":")
-	dir := t.TempDir()
-	epPath, tokens := filepath.Join(dir, "endpoints.yaml"), filepath.Join(dir, "tokens")
-	os.WriteFile(epPath, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644)
+	})
+	tokens := filepath.Join(t.TempDir(), "tokens")
 	const token = "hub-token-0123456789abcdef"
 	os.WriteFile(tokens, []byte(token+"\n"), 0o600)
 
