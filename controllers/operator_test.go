@@ -113,7 +113,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 			mr.Spec.Engine = igwv1.EngineSGLang
 			mr.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "qwen3-32b-sql"}, {Name: "qwen3-32b-support", BaseModel: "qwen3-32b"}}
 			mr.Spec.EPP = &igwv1.EPPOverrides{PodSettings: igwv1.PodSettings{Replicas: ptr[int32](2)}}
-			mr.Spec.RequestTimeout = &metav1.Duration{Duration: 300 * time.Second}
+			mr.Spec.RequestTimeout = &metav1.Duration{Duration: 1500 * time.Millisecond} // Go writes 1.5s, which the HTTPRoute schema refuses
 		})
 	})
 

@@ -124,6 +124,19 @@ var _ = Describe("the generated CRDs", func() {
 		Expect(route.Spec.Engine).To(Equal(igwv1alpha1.EngineVLLM))
 	})
 
+	It("accepts request timeouts of whole milliseconds in the forms Go and users write", func() {
+		ns := namespaceFor("timeouts")
+		for i, timeout := range []string{"1500ms", "1.5s", "1s500ms", "1m30s", "1h30m0.001s", "24h", "1.25s"} {
+			route := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": igwv1alpha1.GroupVersion.String(), "kind": "ModelRoute",
+				"metadata": map[string]any{"name": fmt.Sprintf("timeout-%d", i), "namespace": ns},
+				"spec": map[string]any{"configRef": map[string]any{"name": "igw"}, "models": []any{"llama"},
+					"selector": map[string]any{"matchLabels": map[string]any{"app": "llama"}}, "requestTimeout": timeout},
+			}}
+			Expect(k8sClient.Create(ctx, route)).To(Succeed(), timeout)
+		}
+	})
+
 	It("prints the printer columns in kubectl get igwc,mr", func() {
 		ns := namespaceFor("kubectl")
 		for _, name := range []string{"gateway_v1alpha1_inferencegatewayconfig.yaml", "gateway_v1alpha1_modelroute.yaml"} {

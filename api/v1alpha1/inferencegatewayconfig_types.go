@@ -241,6 +241,7 @@ type InferenceGatewayConfigStatus struct {
 	Models []ModelSummary `json:"models,omitempty"`
 }
 
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="an InferenceGatewayConfig's name must be lowercase letters, digits and '-', starting with a letter and ending with a letter or digit, because its router's Service is named after it: for example igw-prod rather than igw.prod"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=igwc,categories=igw

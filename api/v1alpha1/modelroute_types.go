@@ -159,6 +159,9 @@ type ModelRouteSpec struct {
 	// RequestTimeout bounds a whole request at the gateway; unbounded when unset.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="requestTimeout must be between 1s and 24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(h|m|ms)|[0-9]+([.][0-9]{1,3})?s)+$')",message="requestTimeout must be whole milliseconds, the finest unit of a Gateway API duration: use h, m, s and ms with at most 3 decimals on seconds only, for example 1500ms, 1.5s or 1m30s"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Request timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 }
@@ -238,6 +241,7 @@ type ModelRouteStatus struct {
 	Rollout RolloutState `json:"rollout,omitempty"`
 }
 
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="a ModelRoute's name must be lowercase letters, digits and '-', starting with a letter and ending with a letter or digit, because its Services are named after it: for example llama-3-8b rather than llama.3.8b or 8b"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mr,categories=igw

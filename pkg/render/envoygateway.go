@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"time"
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -15,8 +16,8 @@ import (
 // Timeouts of one ext_proc message exchange. The picker answers once it has the
 // whole body, so its limit covers a slow upload of a large prompt.
 var (
-	eppMessageTimeout = gwapiv1.Duration("10s")
-	bbrMessageTimeout = gwapiv1.Duration("5s")
+	eppMessageTimeout = mustGatewayDuration(10 * time.Second)
+	bbrMessageTimeout = mustGatewayDuration(5 * time.Second)
 )
 
 // bufferHeadroom is added to the largest body for headers and ext_proc framing

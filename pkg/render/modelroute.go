@@ -88,7 +88,11 @@ func Route(in RouteInput) (RouteOutput, error) {
 	if !native {
 		out.Objects = append(out.Objects, poolService(mr, m(n.PoolService)))
 	}
-	out.Objects = append(out.Objects, httpRoute(mr, m(n.HTTPRoute), out.Gateway, n, native))
+	route, err := httpRoute(mr, m(n.HTTPRoute), out.Gateway, n, native)
+	if err != nil {
+		return RouteOutput{}, err
+	}
+	out.Objects = append(out.Objects, route)
 	if !native {
 		out.Objects = append(out.Objects,
 			endpointOverridePolicy(m(n.TrafficPolicy), n.HTTPRoute),
@@ -343,7 +347,7 @@ func ServedNames(mr *igwv1.ModelRoute) []string {
 // httpRoute matches the model-name header (set by the body-based router) for
 // every served name. With Envoy Gateway the backend is the pool's Service (see
 // poolService); with a native InferencePool implementation it is the pool itself.
-func httpRoute(mr *igwv1.ModelRoute, m metav1.ObjectMeta, gw GatewayTarget, n RouteNames, native bool) *gwapiv1.HTTPRoute {
+func httpRoute(mr *igwv1.ModelRoute, m metav1.ObjectMeta, gw GatewayTarget, n RouteNames, native bool) (*gwapiv1.HTTPRoute, error) {
 	var backends []gwapiv1.HTTPBackendRef
 	if native {
 		group := gwapiv1.Group(GroupInference)
@@ -359,7 +363,10 @@ func httpRoute(mr *igwv1.ModelRoute, m metav1.ObjectMeta, gw GatewayTarget, n Ro
 	}
 	var timeouts *gwapiv1.HTTPRouteTimeouts
 	if t := mr.Spec.RequestTimeout; t != nil {
-		d := gwapiv1.Duration(t.Duration.String())
+		d, err := GatewayDuration(t.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("render: spec.requestTimeout: %w", err)
+		}
 		timeouts = &gwapiv1.HTTPRouteTimeouts{Request: &d}
 	}
 	names := ServedNames(mr)
@@ -379,7 +386,7 @@ func httpRoute(mr *igwv1.ModelRoute, m metav1.ObjectMeta, gw GatewayTarget, n Ro
 			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{gw.parentRef()}},
 			Rules:           rules,
 		},
-	}
+	}, nil
 }
 
 func modelMatch(name string) gwapiv1.HTTPRouteMatch {
