@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,6 +88,9 @@ func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ct
 		base := cfg.DeepCopy()
 		base.Status, cfg.Status = prev, status
 		res, err = r.settle(ctx, cfg, base, prev, status, prev.Conditions, status.Conditions, o.Refs.ok(), err, igwv1.ConditionReady)
+		if err == nil {
+			res.RequeueAfter = earliest(res.RequeueAfter, hookRequeue(status.Conditions, time.Now(), r.HookBound))
+		}
 	}()
 	return ctrl.Result{}, r.reconcile(ctx, cfg, &o)
 }
@@ -122,7 +126,8 @@ func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *i
 	if missing := r.Kinds.Missing(requiredConfigKinds(cfg)...); len(missing) > 0 {
 		o.Refs.add(igwv1.ReasonCRDsMissing, describeMissing(missing))
 	}
-	if err := r.applyChildren(ctx, cfg, out.Objects, r.pruneScopes(cfg), &o.Refs); err != nil {
+	changed, err := r.applyChildren(ctx, cfg, out.Objects, r.pruneScopes(cfg), &o.Refs)
+	if err != nil {
 		return err
 	}
 	if !cross && controllerutil.ContainsFinalizer(cfg, FinalizerCrossNamespace) {
@@ -134,6 +139,11 @@ func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *i
 		}
 	}
 	o.RefsDone = true
+	o.Hook = &hookObservation{Applies: r.Hook != nil && r.HookBound > 0 && cfg.Spec.Gateway.Provider != igwv1.ProviderNative,
+		Changed: changed, Now: time.Now(), Bound: r.HookBound}
+	if o.Hook.Applies {
+		o.Hook.LastCall = r.Hook.LastCall()
+	}
 
 	gw := render.ResolveGateway(cfg)
 	if o.GatewayServed = r.Kinds.Has(GVKGateway); o.GatewayServed {

@@ -39,6 +39,9 @@ type configObservation struct {
 	// BBRChecked: the router's Deployment was looked up (if the router is on); BBR is nil when it does not exist.
 	BBRChecked bool
 	BBR        *appsv1.Deployment
+
+	// Hook is what was seen of the extension hook once every child was applied; nil before.
+	Hook *hookObservation
 }
 
 // configStatus is a config's status after a reconcile that observed o and
@@ -76,6 +79,9 @@ func configStatus(cfg *igwv1.InferenceGatewayConfig, o configObservation, err er
 	}
 	if o.BBRChecked {
 		bbrCondition(conds, cfg, o.BBR)
+	}
+	if o.Hook != nil {
+		hookCondition(conds, *o.Hook)
 	}
 	switch {
 	case !o.Refs.ok():

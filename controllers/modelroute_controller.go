@@ -121,7 +121,7 @@ func (r *ModelRouteReconciler) reconcile(ctx context.Context, mr *igwv1.ModelRou
 	for i, gvk := range routeChildKinds {
 		scopes[i] = PruneScope{GVK: gvk, Namespace: mr.Namespace, Selector: sel, Owned: controlledBy(mr.UID)}
 	}
-	if err := r.applyChildren(ctx, mr, out.Objects, scopes, &o.Refs); err != nil {
+	if _, err := r.applyChildren(ctx, mr, out.Objects, scopes, &o.Refs); err != nil {
 		return err
 	}
 	o.RefsDone = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,11 @@ type Common struct {
 	Applier   *Applier
 	Images    render.Images
 	Events    recorder
+	// Hook, when set, says when Envoy Gateway last called the extension hook;
+	// configs on Envoy Gateway then get ExtensionHookActive, False once a
+	// change went HookBound without a call.
+	Hook      HookCalls
+	HookBound time.Duration
 }
 
 // settle ends a reconcile: a warning for a condition that newly went wrong,
@@ -62,12 +68,13 @@ func getIfExists(ctx context.Context, c client.Reader, key types.NamespacedName,
 // changed in one event. A name taken by another object or a kind the API
 // server stopped serving is a reference problem; any other failure is one too
 // (ApplyFailed), and is returned so that the reconcile backs off.
-func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []client.Object, scopes []PruneScope, refs *refProblems) error {
+func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []client.Object, scopes []PruneScope, refs *refProblems) (changed bool, err error) {
 	changes := &changeLog{}
 	defer changes.emit(c.Events, owner)
-	failed := func(err error) error {
+	defer func() { changed = changes.any() }()
+	failed := func(err error) (bool, error) {
 		refs.add(igwv1.ReasonApplyFailed, err.Error())
-		return err
+		return false, err
 	}
 	keep := map[ChildKey]bool{}
 	for _, obj := range objs {
@@ -99,7 +106,7 @@ func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []
 	if err != nil {
 		return failed(err)
 	}
-	return nil
+	return false, nil
 }
 
 // prune deletes the children in scopes that are not in keep, and returns what it deleted.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"reflect"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,11 @@ const (
 type Options struct {
 	Images                  render.Images
 	MaxConcurrentReconciles int
+	// Hook, when set, is watched for Envoy Gateway's calls of the extension
+	// hook: configs on Envoy Gateway get ExtensionHookActive, False when a
+	// change of their children goes HookBound (DefaultHookBound when zero) without a call.
+	Hook      HookCalls
+	HookBound time.Duration
 }
 
 // Reconcilers are the operator's reconcilers, returned so that tests can drive them directly.
@@ -62,6 +68,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, erro
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Kinds: kinds, Images: o.Images,
 		Applier: &Applier{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme()},
 		Events:  recorder{mgr.GetEventRecorder("igw-operator")},
+		Hook:    o.Hook, HookBound: o.HookBound,
+	}
+	if common.HookBound <= 0 {
+		common.HookBound = DefaultHookBound
 	}
 	mr := &ModelRouteReconciler{Common: common}
 	cfg := &InferenceGatewayConfigReconciler{Common: common}
@@ -107,11 +117,13 @@ func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controll
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencegatewayconfig").
 		For(&igwv1.InferenceGatewayConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	c, err := owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
+	b = owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
 		Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute)).
-		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.configsForCRD), builder.WithPredicates(watchedCRD)).
-		WithOptions(opts).
-		Build(r)
+		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.configsForCRD), builder.WithPredicates(watchedCRD))
+	if r.Hook != nil {
+		b = b.WatchesRawSource(r.hookSource(r.Hook))
+	}
+	c, err := b.WithOptions(opts).Build(r)
 	if err != nil {
 		return err
 	}

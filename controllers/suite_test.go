@@ -6,9 +6,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/gateway/proto/extension"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/igw-dev/igw/controllers"
 	"github.com/igw-dev/igw/internal/testenv"
+	"github.com/igw-dev/igw/pkg/egext"
 	"github.com/igw-dev/igw/pkg/manager"
 	"github.com/igw-dev/igw/pkg/render"
 )
@@ -30,14 +33,22 @@ func TestOperator(t *testing.T) {
 
 var testImages = render.Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
 
+// hookBound is the operator's --extension-hook-bound in the suite: short, so
+// that a config whose hook is never called turns False within the spec.
+const hookBound = 4 * time.Second
+
 var (
-	env    *testenv.Env
-	k8s    client.Client // the test's own client, not counted
-	scheme *runtime.Scheme
-	recs   *controllers.Reconcilers
-	writes = &writeCounter{}
-	ctx    context.Context
-	cancel context.CancelFunc
+	// hook is the operator's extension server; envoyGatewayCalls says whether
+	// playEnvoyGateway calls it.
+	hook              egext.Server
+	envoyGatewayCalls atomic.Bool
+	env               *testenv.Env
+	k8s               client.Client // the test's own client, not counted
+	scheme            *runtime.Scheme
+	recs              *controllers.Reconcilers
+	writes            = &writeCounter{}
+	ctx               context.Context
+	cancel            context.CancelFunc
 )
 
 // writeCounter counts the operator's requests that can change state: the proof
@@ -109,14 +120,18 @@ var _ = BeforeSuite(func() {
 	op, err := manager.New(counted, &manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", SyncPeriod: 10 * time.Hour,
 		EPPImage: testImages.EPP, BBRImage: testImages.BBR, MaxConcurrentReconciles: 4,
+		ExtensionServerAddr: "127.0.0.1:0", ExtensionHookBound: hookBound,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	recs = op.Reconcilers
+	hook = egext.Server{Liveness: op.Hook}
 	ctx, cancel = context.WithCancel(context.Background())
 	go func() {
 		defer GinkgoRecover()
 		Expect(op.Start(ctx)).To(Succeed())
 	}()
+	envoyGatewayCalls.Store(true)
+	go playEnvoyGateway(ctx)
 })
 
 var _ = AfterSuite(func() {
@@ -127,3 +142,21 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// playEnvoyGateway calls the operator's extension hook every 200 ms, as Envoy
+// Gateway does after each translation, while envoyGatewayCalls is set (the
+// default: every spec but the one about a silent hook runs with a live one).
+func playEnvoyGateway(ctx context.Context) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if envoyGatewayCalls.Load() {
+				_, _ = hook.PostTranslateModify(ctx, &extension.PostTranslateModifyRequest{})
+			}
+		}
+	}
+}

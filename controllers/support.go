@@ -123,6 +123,9 @@ type changeLog struct {
 	created, updated, deleted []string
 }
 
+// any reports whether anything was created, updated or deleted.
+func (c *changeLog) any() bool { return len(c.created)+len(c.updated)+len(c.deleted) > 0 }
+
 func (c *changeLog) applied(res ApplyResult, kind string, obj client.Object) {
 	name := kind + " " + obj.GetName()
 	switch res {

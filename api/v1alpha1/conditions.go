@@ -16,6 +16,12 @@ const (
 	ConditionGatewayProgrammed = "GatewayProgrammed"
 	// ConditionBBRReady says an InferenceGatewayConfig's body-based router is available, or off.
 	ConditionBBRReady = "BBRReady"
+	// ConditionExtensionHookActive says Envoy Gateway called igw's extension
+	// hook after the operator last changed an InferenceGatewayConfig's
+	// children (Envoy Gateway configs only; absent on native gateways and when
+	// the operator runs without the extension server). Without the hook, requests
+	// are served without the pickers.
+	ConditionExtensionHookActive = "ExtensionHookActive"
 )
 
 // Reasons of the conditions. Each names what to look at; the condition's
@@ -82,4 +88,15 @@ const (
 	ReasonBBRUnavailable = "BBRUnavailable"
 	// ReasonBBRAvailable: the body-based router has available replicas.
 	ReasonBBRAvailable = "Available"
+
+	// ReasonHookCalled: Envoy Gateway called the extension hook after the last change (ExtensionHookActive True).
+	ReasonHookCalled = "HookCalled"
+	// ReasonAwaitingHookCall: the children changed and the operator waits,
+	// up to its --extension-hook-bound, for Envoy Gateway to call the hook
+	// (ExtensionHookActive Unknown); the condition's lastTransitionTime is the change.
+	ReasonAwaitingHookCall = "AwaitingHookCall"
+	// ReasonHookNotCalled: Envoy Gateway did not call the hook within the
+	// bound after a change (ExtensionHookActive False); the message says what
+	// to set in Envoy Gateway's extensionManager.
+	ReasonHookNotCalled = "HookNotCalled"
 )

@@ -17,15 +17,20 @@ import (
 // Server answers Envoy Gateway's PostTranslateModify hook with Fix. Envoy
 // Gateway must be configured to send listeners and routes (translation
 // listener.includeAll and route.includeAll); clusters and secrets pass through.
+// Liveness, when set, records every call.
 type Server struct {
 	pb.UnimplementedEnvoyGatewayExtensionServer
+	Liveness *Liveness
 }
 
 // PostTranslateModify applies Fix to the translated listeners and routes.
-func (Server) PostTranslateModify(_ context.Context, req *pb.PostTranslateModifyRequest) (*pb.PostTranslateModifyResponse, error) {
+func (s Server) PostTranslateModify(_ context.Context, req *pb.PostTranslateModifyRequest) (*pb.PostTranslateModifyResponse, error) {
 	if err := Fix(req.GetListeners(), req.GetRoutes()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		err = status.Error(codes.InvalidArgument, err.Error())
+		s.Liveness.Observe(HookPostTranslateModify, err)
+		return nil, err
 	}
+	s.Liveness.Observe(HookPostTranslateModify, nil)
 	return &pb.PostTranslateModifyResponse{
 		Clusters:  req.GetClusters(),
 		Secrets:   req.GetSecrets(),
@@ -45,6 +50,8 @@ type Runnable struct {
 	Addr string
 	// Listening, when set, receives the bound address once the server listens.
 	Listening chan<- net.Addr
+	// Liveness, when set, records every call.
+	Liveness *Liveness
 }
 
 // NeedLeaderElection reports false: the hook is stateless.
@@ -60,7 +67,7 @@ func (r Runnable) Start(ctx context.Context) error {
 		r.Listening <- lis.Addr()
 	}
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
-	pb.RegisterEnvoyGatewayExtensionServer(srv, Server{})
+	pb.RegisterEnvoyGatewayExtensionServer(srv, Server{Liveness: r.Liveness})
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()

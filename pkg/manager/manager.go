@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -39,6 +40,8 @@ type Operator struct {
 	ctrl.Manager
 	// Reconcilers are exposed so that tests can drive a reconcile directly.
 	Reconcilers *controllers.Reconcilers
+	// Hook records Envoy Gateway's calls of the extension server; nil when the server is off.
+	Hook *egext.Liveness
 }
 
 // New builds the operator without starting it.
@@ -65,17 +68,25 @@ func New(cfg *rest.Config, o *Options) (*Operator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	recs, err := controllers.Setup(context.Background(), mgr, controllers.Options{
+	copts := controllers.Options{
 		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage},
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("setting up the reconcilers: %w", err)
 	}
+	var hook *egext.Liveness
 	if o.ExtensionServerAddr != "" && o.ExtensionServerAddr != "0" {
-		if err := mgr.Add(egext.Runnable{Addr: o.ExtensionServerAddr}); err != nil {
+		if hook, err = egext.NewLiveness(ctrlmetrics.Registry); err != nil {
+			return nil, fmt.Errorf("registering the extension server's metrics: %w", err)
+		}
+		if err := mgr.Add(egext.Runnable{Addr: o.ExtensionServerAddr, Liveness: hook}); err != nil {
 			return nil, err
 		}
+		if o.ExtensionHookBound > 0 {
+			copts.Hook, copts.HookBound = hook, o.ExtensionHookBound
+		}
+	}
+	recs, err := controllers.Setup(context.Background(), mgr, copts)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the reconcilers: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
@@ -83,7 +94,7 @@ func New(cfg *rest.Config, o *Options) (*Operator, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Operator{Manager: mgr, Reconcilers: recs}, nil
+	return &Operator{Manager: mgr, Reconcilers: recs, Hook: hook}, nil
 }
 
 // Run starts the operator and blocks until ctx ends.

@@ -23,6 +23,10 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// ExtensionServerAddr is where the Envoy Gateway extension server listens; "" or "0" turns it off.
 	ExtensionServerAddr string
+	// ExtensionHookBound is how long Envoy Gateway may take to call the
+	// extension hook after a config's children change before the config's
+	// ExtensionHookActive condition turns False; 0 turns the condition off.
+	ExtensionHookBound time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -36,6 +40,7 @@ func NewOptions() *Options {
 		BBRImage:                "ghcr.io/igw-dev/igw-bbr:latest",
 		MaxConcurrentReconciles: 4,
 		ExtensionServerAddr:     ":5005",
+		ExtensionHookBound:      2 * time.Minute,
 	}
 }
 
@@ -51,6 +56,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.EPPImage, "epp-image", o.EPPImage, "Image of the endpoint picker, unless a config or route names one.")
 	fs.StringVar(&o.BBRImage, "bbr-image", o.BBRImage, "Image of the body-based router, unless a config names one.")
 	fs.StringVar(&o.ExtensionServerAddr, "extension-server-bind-address", o.ExtensionServerAddr, "Address of the Envoy Gateway extension server (PostTranslateModify hook); 0 turns it off.")
+	fs.DurationVar(&o.ExtensionHookBound, "extension-hook-bound", o.ExtensionHookBound, "How long Envoy Gateway may take to call the extension hook after a config's children change before the config's ExtensionHookActive condition turns False; 0 turns the condition off.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Reconciles that may run at once per kind.")
 }
 
@@ -65,6 +71,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles))
+	}
+	if o.ExtensionHookBound != 0 && o.ExtensionHookBound < 10*time.Second {
+		errs = append(errs, fmt.Errorf("--extension-hook-bound must be 0 (off) or at least 10s, since Envoy Gateway takes seconds to translate a change; got %s", o.ExtensionHookBound))
 	}
 	return errors.Join(errs...)
 }

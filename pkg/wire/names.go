@@ -159,3 +159,14 @@ const (
 	// exact, approximate-stream, approximate-tokenizer).
 	EPPKVEventsScores = "igw_epp_kv_events_scores_total"
 )
+
+// Metrics of the operator's Envoy Gateway extension server (pkg/egext). The
+// alerts and the dashboard use them to tell whether Envoy Gateway calls the hook.
+const (
+	// ExtensionServerCalls counts hook calls by hook and result ("ok" or the gRPC code of the error).
+	ExtensionServerCalls = "igw_extension_server_calls_total"
+	// ExtensionServerErrors counts hook calls that returned an error, by hook.
+	ExtensionServerErrors = "igw_extension_server_errors_total"
+	// ExtensionServerLastCall is the unix time in seconds of the last call, by hook.
+	ExtensionServerLastCall = "igw_extension_server_last_call_timestamp_seconds"
+)
