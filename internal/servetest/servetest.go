@@ -7,6 +7,7 @@ package servetest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -77,4 +78,15 @@ func Health(t testing.TB, addr, service string) healthpb.HealthCheckResponse_Ser
 		return healthpb.HealthCheckResponse_UNKNOWN
 	}
 	return res.GetStatus()
+}
+
+// FreeAddr is a loopback address with a port nothing listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

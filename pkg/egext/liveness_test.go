@@ -2,7 +2,9 @@ package egext_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,16 +73,29 @@ func TestLivenessCountsCallsOverGRPC(t *testing.T) {
 	}
 
 	h := egext.HookPostTranslateModify
-	if got := testutil.ToFloat64(collector(t, reg, wire.ExtensionServerCalls, "result", "ok")); got != 2 {
-		t.Errorf("ok calls = %v, want 2", got)
+	counts := func(ok int) string {
+		return fmt.Sprintf(`# HELP %[1]s Calls of igw's Envoy Gateway extension hook, by hook and result (ok, or the gRPC code of the error).
+# TYPE %[1]s counter
+%[1]s{hook="%[3]s",result="InvalidArgument"} 1
+%[1]s{hook="%[3]s",result="ok"} %[4]d
+# HELP %[2]s Calls of igw's Envoy Gateway extension hook that returned an error, by hook.
+# TYPE %[2]s counter
+%[2]s{hook="%[3]s"} 1
+`, wire.ExtensionServerCalls, wire.ExtensionServerErrors, h, ok)
 	}
-	if got := testutil.ToFloat64(collector(t, reg, wire.ExtensionServerCalls, "result", "InvalidArgument")); got != 1 {
-		t.Errorf("InvalidArgument calls = %v, want 1", got)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(counts(2)), wire.ExtensionServerCalls, wire.ExtensionServerErrors); err != nil {
+		t.Error(err)
 	}
-	if got := testutil.ToFloat64(collector(t, reg, wire.ExtensionServerErrors, "hook", h)); got != 1 {
-		t.Errorf("errors = %v, want 1", got)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
-	last := testutil.ToFloat64(collector(t, reg, wire.ExtensionServerLastCall, "hook", h))
+	last := -1.0
+	for _, f := range families {
+		if f.GetName() == wire.ExtensionServerLastCall && len(f.GetMetric()) == 1 {
+			last = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
 	if last < float64(before.Unix()) || last > float64(time.Now().Unix()+1) {
 		t.Errorf("last call gauge = %v, want a unix time from %d on", last, before.Unix())
 	}
@@ -97,41 +112,11 @@ func TestLivenessCountsCallsOverGRPC(t *testing.T) {
 		t.Fatalf("registering twice: %v", err)
 	}
 	again.Observe(h, nil)
-	if got := testutil.ToFloat64(collector(t, reg, wire.ExtensionServerCalls, "result", "ok")); got != 3 {
-		t.Errorf("ok calls after a second Liveness observed one = %v, want 3", got)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(counts(3)), wire.ExtensionServerCalls, wire.ExtensionServerErrors); err != nil {
+		t.Errorf("after a second Liveness observed a call: %v", err)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// collector is the one series of the metric name whose label has value.
-func collector(t *testing.T, reg *prometheus.Registry, name, label, value string) prometheus.Collector {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					var v float64
-					switch {
-					case m.GetCounter() != nil:
-						v = m.GetCounter().GetValue()
-					case m.GetGauge() != nil:
-						v = m.GetGauge().GetValue()
-					}
-					return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "copy"}, func() float64 { return v })
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{%s=%q}", name, label, value)
-	return nil
 }
