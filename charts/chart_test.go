@@ -29,6 +29,7 @@ import (
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,12 +106,23 @@ type rendered struct {
 }
 
 func (r rendered) find(kind, name string) *unstructured.Unstructured {
-	for _, o := range r.objects {
-		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+	for _, o := range r.all(kind) {
+		if name == "" || o.GetName() == name {
 			return o
 		}
 	}
 	return nil
+}
+
+// all are the rendered objects of kind.
+func (r rendered) all(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range r.objects {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func (r rendered) kinds() []string {
@@ -332,7 +344,10 @@ func checkAvailability(t *testing.T, r rendered, d *appsv1.Deployment, maxUnavai
 func TestDefaults(t *testing.T) {
 	r := template(t)
 	want := []string{
-		"ClusterRole/igw-manager", "ClusterRoleBinding/igw-manager", "Deployment/igw", "PodDisruptionBudget/igw",
+		"ClusterRole/igw-inferencegatewayconfig-editor", "ClusterRole/igw-inferencegatewayconfig-viewer",
+		"ClusterRole/igw-manager", "ClusterRole/igw-metrics-auth", "ClusterRole/igw-metrics-reader",
+		"ClusterRole/igw-modelroute-editor", "ClusterRole/igw-modelroute-viewer",
+		"ClusterRoleBinding/igw-manager", "ClusterRoleBinding/igw-metrics-auth", "Deployment/igw", "PodDisruptionBudget/igw",
 		"Role/igw-leader-election", "RoleBinding/igw-leader-election",
 		"Service/igw-extension-server", "Service/igw-metrics", "ServiceAccount/igw",
 	}
@@ -379,6 +394,12 @@ func TestDefaults(t *testing.T) {
 	if opts.ExtensionServerAddr != ":5005" {
 		t.Errorf("extension server address %q, want :5005", opts.ExtensionServerAddr)
 	}
+	if !opts.MetricsSecure || opts.MetricsAddr != ":8443" {
+		t.Errorf("metrics on %q secure=%v, want HTTPS on :8443 by default", opts.MetricsAddr, opts.MetricsSecure)
+	}
+	if m := get[corev1.Service](t, r, "Service", "igw-metrics"); m.Spec.Ports[0].AppProtocol == nil || *m.Spec.Ports[0].AppProtocol != "https" {
+		t.Errorf("metrics Service port %+v, want appProtocol https", m.Spec.Ports[0])
+	}
 	ext := get[corev1.Service](t, r, "Service", "igw-extension-server")
 	if ext.Spec.Ports[0].Port != 5005 {
 		t.Errorf("extension server Service port %d, want 5005", ext.Spec.Ports[0].Port)
@@ -407,7 +428,10 @@ bbrImage: registry.example/igw/bbr:v0.1.0
 leaderElection: {enabled: true, id: gw-operator-lease}
 metrics:
   port: 9443
+  secure: false
   serviceMonitor: {enabled: true, interval: 30s, labels: {release: prom}}
+rbac: {aggregatedRoles: false}
+networkPolicy: {enabled: true, metricsNamespace: prom, envoyGatewayNamespace: eg, apiServerPorts: [8443]}
 healthProbePort: 9081
 extensionServer:
   port: 6000
@@ -526,11 +550,24 @@ func TestOverriddenValues(t *testing.T) {
 	if sm == nil || sm.GetLabels()["release"] != "prom" {
 		t.Errorf("ServiceMonitor %v", sm)
 	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v", endpoints)
+	}
+	if scheme, _, _ := unstructured.NestedString(endpoints[0].(map[string]any), "scheme"); scheme != "" || opts.MetricsSecure {
+		t.Errorf("metrics.secure=false still serves HTTPS (%v) or scrapes with scheme %q", opts.MetricsSecure, scheme)
+	}
+	if r.find("ClusterRole", "gw-operator-modelroute-editor") != nil || r.find("ClusterRole", "gw-operator-metrics-auth") != nil {
+		t.Error("rbac.aggregatedRoles=false or metrics.secure=false still renders their ClusterRoles")
+	}
+	if np := r.find("NetworkPolicy", "gw-operator-allow-metrics-traffic"); np == nil || np.GetNamespace() != "inference-ops" {
+		t.Errorf("metrics NetworkPolicy %v", np)
+	}
 
 	t.Run("off switches", func(t *testing.T) {
 		r := template(t, "--set", "extensionServer.enabled=false", "--set", "metrics.enabled=false",
 			"--set", "leaderElection.enabled=false", "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing",
-			"--set", "podDisruptionBudget.enabled=false", "--set", "topologySpread.enabled=false")
+			"--set", "podDisruptionBudget.enabled=false", "--set", "topologySpread.enabled=false", "--set", "rbac.aggregatedRoles=false")
 		d := get[appsv1.Deployment](t, r, "Deployment", "igw")
 		if c := d.Spec.Template.Spec.TopologySpreadConstraints; len(c) > 0 {
 			t.Errorf("topologySpread.enabled=false still spreads: %v", c)
@@ -577,6 +614,26 @@ func TestRBACMatchesGenerated(t *testing.T) {
 	binding := get[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "igw-manager")
 	if binding.RoleRef.Name != got.Name || binding.Subjects[0].Name != "igw" || binding.Subjects[0].Namespace != namespace {
 		t.Errorf("ClusterRoleBinding %+v", binding)
+	}
+	for file, name := range map[string]string{
+		"metrics_auth_role": "igw-metrics-auth", "metrics_reader_role": "igw-metrics-reader",
+		"inferencegatewayconfig_editor_role": "igw-inferencegatewayconfig-editor", "inferencegatewayconfig_viewer_role": "igw-inferencegatewayconfig-viewer",
+		"modelroute_editor_role": "igw-modelroute-editor", "modelroute_viewer_role": "igw-modelroute-viewer",
+	} {
+		want := readYAML[rbacv1.ClusterRole](t, "config/rbac/"+file+".yaml")
+		got := get[rbacv1.ClusterRole](t, r, "ClusterRole", name)
+		if !reflect.DeepEqual(got.Rules, want.Rules) {
+			t.Errorf("the chart's ClusterRole %s differs from config/rbac/%s.yaml (run make manifests):\n got %v\nwant %v", name, file, got.Rules, want.Rules)
+		}
+		for k, v := range want.Labels {
+			if strings.HasPrefix(k, "rbac.authorization.k8s.io/") && got.Labels[k] != v {
+				t.Errorf("ClusterRole %s lacks the label %s=%s of config/rbac/%s.yaml", name, k, v, file)
+			}
+		}
+	}
+	metricsAuth := get[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "igw-metrics-auth")
+	if metricsAuth.RoleRef.Name != "igw-metrics-auth" || metricsAuth.Subjects[0].Name != "igw" {
+		t.Errorf("metrics auth ClusterRoleBinding %+v", metricsAuth)
 	}
 	wantLE := readYAML[rbacv1.Role](t, "config/rbac/leader_election_role.yaml")
 	gotLE := get[rbacv1.Role](t, r, "Role", "igw-leader-election")
@@ -756,15 +813,7 @@ func TestEnvoyGatewayValues(t *testing.T) {
 // (config/default, which the OLM bundle is also built from) exposes the
 // extension server where envoy-gateway-values.yaml points, as the chart does.
 func TestKustomizeServesTheSameExtensionServer(t *testing.T) {
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "../config/default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := resources.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rendered{text: string(data), objects: decodeObjects(t, string(data))}
+	r := kustomize(t, "../config/default")
 	d := get[appsv1.Deployment](t, r, "Deployment", "igw-controller-manager")
 	opts := operatorFlags(t, managerContainer(t, d))
 	if opts.ExtensionServerAddr == "" || opts.ExtensionServerAddr == "0" {
@@ -972,4 +1021,73 @@ func kustomize(t *testing.T, dir string) rendered {
 		t.Fatal(err)
 	}
 	return rendered{text: string(data), objects: decodeObjects(t, string(data))}
+}
+
+func TestNetworkPolicies(t *testing.T) {
+	if r := template(t); len(r.all("NetworkPolicy")) > 0 {
+		t.Error("NetworkPolicies are rendered without networkPolicy.enabled")
+	}
+	r := template(t, "--set", "networkPolicy.enabled=true", "--set", "networkPolicy.envoyGatewayNamespace=eg")
+	d := get[appsv1.Deployment](t, r, "Deployment", "igw")
+	opts := operatorFlags(t, managerContainer(t, d))
+	podLabels := labels.Set(d.Spec.Template.Labels)
+	for name, want := range map[string]struct {
+		namespace string
+		port      int32
+	}{
+		"igw-allow-metrics-traffic":          {"monitoring", portOf(t, opts.MetricsAddr)},
+		"igw-allow-extension-server-traffic": {"eg", portOf(t, opts.ExtensionServerAddr)},
+	} {
+		np := get[networkingv1.NetworkPolicy](t, r, "NetworkPolicy", name)
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || !sel.Matches(podLabels) {
+			t.Errorf("%s does not select the operator's pods: %v", name, err)
+		}
+		in := np.Spec.Ingress
+		if len(in) != 1 || len(in[0].From) != 1 || in[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != want.namespace ||
+			len(in[0].Ports) != 1 || in[0].Ports[0].Port.IntVal != want.port {
+			t.Errorf("%s lets in %+v, want port %d from namespace %s only", name, in, want.port, want.namespace)
+		}
+	}
+	egress := get[networkingv1.NetworkPolicy](t, r, "NetworkPolicy", "igw-allow-api-server-egress")
+	if len(egress.Spec.Egress) != 2 || len(egress.Spec.Ingress) > 0 {
+		t.Errorf("egress policy %+v, want the API server and DNS rules only", egress.Spec)
+	}
+	// config/network-policy has the same policies, selecting config/default's operator pods.
+	k := kustomize(t, "../config/network-policy")
+	if len(k.all("NetworkPolicy")) != len(r.all("NetworkPolicy")) {
+		t.Errorf("config/network-policy has %d policies, the chart %d", len(k.all("NetworkPolicy")), len(r.all("NetworkPolicy")))
+	}
+	kd := get[appsv1.Deployment](t, kustomize(t, "../config/default"), "Deployment", "igw-controller-manager")
+	chartDefaults := template(t, "--set", "networkPolicy.enabled=true")
+	for _, o := range k.all("NetworkPolicy") {
+		kp := get[networkingv1.NetworkPolicy](t, k, "NetworkPolicy", o.GetName())
+		cp := get[networkingv1.NetworkPolicy](t, chartDefaults, "NetworkPolicy", o.GetName())
+		if !reflect.DeepEqual(kp.Spec.Ingress, cp.Spec.Ingress) || !reflect.DeepEqual(kp.Spec.Egress, cp.Spec.Egress) ||
+			!reflect.DeepEqual(kp.Spec.PolicyTypes, cp.Spec.PolicyTypes) {
+			t.Errorf("%s: config/network-policy %+v, the chart %+v", o.GetName(), kp.Spec, cp.Spec)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&kp.Spec.PodSelector)
+		if err != nil || !sel.Matches(labels.Set(kd.Spec.Template.Labels)) || kp.Namespace != kd.Namespace {
+			t.Errorf("%s does not select config/default's operator pods: %v", o.GetName(), err)
+		}
+	}
+}
+
+// TestSecureMetricsScrape: the chart's ServiceMonitor scrapes the HTTPS
+// endpoint the way config/prometheus' does.
+func TestSecureMetricsScrape(t *testing.T) {
+	r := template(t, "--set", "metrics.serviceMonitor.enabled=true")
+	got, _, _ := unstructured.NestedSlice(r.find("ServiceMonitor", "igw-metrics").Object, "spec", "endpoints")
+	want := readYAML[map[string]any](t, "config/prometheus/servicemonitor.yaml")
+	wantEndpoints, _, _ := unstructured.NestedSlice(*want, "spec", "endpoints")
+	if len(got) != 1 || len(wantEndpoints) != 1 {
+		t.Fatalf("endpoints %v, want one as in config/prometheus: %v", got, wantEndpoints)
+	}
+	for _, field := range []string{"scheme", "bearerTokenFile", "tlsConfig", "path"} {
+		g, w := got[0].(map[string]any)[field], wantEndpoints[0].(map[string]any)[field]
+		if w == nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("endpoint %s: chart %v, config/prometheus %v", field, g, w)
+		}
+	}
 }

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-generated=(api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml bundle charts/igw/crds charts/igw/files/manager-role.yaml charts/igw/files/prometheus-rules.yaml charts/igw/files/grafana)
+generated=(api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml bundle charts/igw/crds charts/igw/files/manager-role.yaml charts/igw/files/rbac charts/igw/files/prometheus-rules.yaml charts/igw/files/grafana)
 snapshot=$(mktemp -d)
 trap 'rm -rf "$snapshot"' EXIT
 for p in "${generated[@]}"; do

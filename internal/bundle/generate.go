@@ -76,6 +76,7 @@ func Generate(opts Options) error {
 	}
 	var csv *unstructured.Unstructured
 	var deployments, clusterRoles, roles, crds, examples, extras, scorecards []*unstructured.Unstructured
+	bound := boundClusterRoles(objs)
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ClusterServiceVersion":
@@ -83,7 +84,14 @@ func Generate(opts Options) error {
 		case "Deployment":
 			deployments = append(deployments, o)
 		case "ClusterRole":
-			clusterRoles = append(clusterRoles, o)
+			// The operator's own permissions go into the CSV; a ClusterRole
+			// for others (metrics-reader, the aggregated editor and viewer
+			// roles) is a manifest of the bundle, which OLM creates as is.
+			if bound[o.GetName()] {
+				clusterRoles = append(clusterRoles, o)
+			} else {
+				extras = append(extras, o)
+			}
 		case "Role":
 			roles = append(roles, o)
 		case "CustomResourceDefinition":
@@ -325,4 +333,18 @@ func toJSONValue(v any) any {
 	var out any
 	_ = utiljson.Unmarshal(data, &out) // keeps integers int64, as unstructured requires
 	return out
+}
+
+// boundClusterRoles are the names of the ClusterRoles a ClusterRoleBinding grants.
+func boundClusterRoles(objs []*unstructured.Unstructured) map[string]bool {
+	bound := map[string]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		if name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); name != "" {
+			bound[name] = true
+		}
+	}
+	return bound
 }

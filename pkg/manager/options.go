@@ -11,7 +11,13 @@ import (
 
 // Options are the operator's flags, defaults and validation in one place.
 type Options struct {
-	MetricsAddr             string
+	MetricsAddr string
+	// MetricsSecure serves the metrics over HTTPS, to callers whose token may
+	// get /metrics (TokenReview and SubjectAccessReview, as kubebuilder does);
+	// false serves plain HTTP, for tests and trusted networks.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint; empty: a self-signed certificate.
+	MetricsCertDir          string
 	ProbeAddr               string
 	LeaderElect             bool
 	LeaderElectionID        string
@@ -32,7 +38,8 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		MetricsAddr:             ":8080",
+		MetricsAddr:             ":8443",
+		MetricsSecure:           true,
 		ProbeAddr:               ":8081",
 		LeaderElectionID:        "igw-operator.igw.dev",
 		SyncPeriod:              10 * time.Hour,
@@ -47,6 +54,8 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 turns it off.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve the metrics over HTTPS to callers authorized to get /metrics (a bearer token checked with TokenReview and SubjectAccessReview); false serves plain HTTP.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with tls.crt and tls.key for the HTTPS metrics endpoint; a self-signed certificate when empty.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
