@@ -28,15 +28,25 @@ func (p Parameters) Decode(into any) error {
 // Factory builds a plugin instance named name from its parameters.
 type Factory func(name string, params Parameters) (Plugin, error)
 
+// WithParameters is the factory of a plugin type whose parameters decode into
+// a P: the given parameters are decoded over a copy of defaults (unknown
+// fields are errors; the copy is shallow, so defaults should hold no maps or
+// slices a decode could write into) and build makes the instance, checking
+// the values it needs checked.
+func WithParameters[P any](typ string, defaults P, build func(n Named, p P) (Plugin, error)) Factory {
+	return func(name string, params Parameters) (Plugin, error) {
+		p := defaults
+		if err := params.Decode(&p); err != nil {
+			return nil, err
+		}
+		return build(Named{TypeName: typ, InstanceName: name}, p)
+	}
+}
+
 // NoParameters is the factory of a plugin type that takes no parameters: it
 // rejects any that are given and builds the instance with build.
 func NoParameters(typ string, build func(Named) Plugin) Factory {
-	return func(name string, params Parameters) (Plugin, error) {
-		if err := params.Decode(&struct{}{}); err != nil {
-			return nil, err
-		}
-		return build(Named{TypeName: typ, InstanceName: name}), nil
-	}
+	return WithParameters(typ, struct{}{}, func(n Named, _ struct{}) (Plugin, error) { return build(n), nil })
 }
 
 // Registry maps type names to factories.
@@ -53,6 +63,13 @@ func (r *Registry) Register(typ string, f Factory) {
 		panic("scheduling: plugin type registered twice: " + typ)
 	}
 	r.factories[typ] = f
+}
+
+// RegisterAll registers every factory of a table keyed by type name.
+func (r *Registry) RegisterAll(factories map[string]Factory) {
+	for typ, f := range factories {
+		r.Register(typ, f)
+	}
 }
 
 // New builds a plugin of type typ.

@@ -7,25 +7,41 @@ import (
 	"testing"
 )
 
-type stub struct{ Named }
+type stub struct {
+	Named
+	limit int
+}
 
-func stubFactory(name string, params Parameters) (Plugin, error) {
-	var p struct {
-		Fail bool `json:"fail"`
-	}
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
+type stubParameters struct {
+	Fail  bool `json:"fail"`
+	Limit int  `json:"limit"`
+}
+
+var stubFactory = WithParameters("stub", stubParameters{Limit: 3}, func(n Named, p stubParameters) (Plugin, error) {
 	if p.Fail {
 		return nil, errors.New("asked to fail")
 	}
-	return &stub{Named{TypeName: "stub", InstanceName: name}}, nil
+	return &stub{Named: n, limit: p.Limit}, nil
+})
+
+// Parameters decode over the defaults; one instance's values do not become
+// the next one's defaults.
+func TestWithParametersStartsFromTheDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		params string
+		want   int
+	}{{"", 3}, {`{"limit": 5}`, 5}, {`{"fail": false}`, 3}, {"null", 3}} {
+		p, err := stubFactory("s", Parameters(tc.params))
+		if err != nil || p.(*stub).limit != tc.want || p.Name() != "s" || p.Type() != "stub" {
+			t.Errorf("%q: %+v, %v; want limit %d", tc.params, p, err, tc.want)
+		}
+	}
 }
 
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
 	r.Register("stub", stubFactory)
-	r.Register("none", NoParameters("none", func(n Named) Plugin { return &stub{n} }))
+	r.Register("none", NoParameters("none", func(n Named) Plugin { return &stub{Named: n} }))
 	if got := r.Types(); !slices.Equal(got, []string{"none", "stub"}) {
 		t.Fatalf("types %v, want sorted [none stub]", got)
 	}

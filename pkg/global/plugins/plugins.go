@@ -6,11 +6,7 @@ package plugins
 
 import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/kvcacheutilization"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/maxscore"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/queue"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/runningrequests"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/weightedrandom"
+	eppplugins "github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/global/plugins/errorrate"
 	"github.com/igw-dev/igw/pkg/global/plugins/headroom"
 	"github.com/igw-dev/igw/pkg/global/plugins/memberhealth"
@@ -23,19 +19,17 @@ import (
 
 // Register adds every plugin the global picker can run to r.
 func Register(r *scheduling.Registry) {
-	r.Register(regionpin.Type, regionpin.New)
-	r.Register(memberhealth.Type, memberhealth.New)
-	r.Register(servesmodel.Type, servesmodel.New)
-	r.Register(predictedttft.Type, predictedttft.New)
-	r.Register(prefixlocality.Type, prefixlocality.New)
-	r.Register(headroom.Type, headroom.New)
-	r.Register(errorrate.Type, errorrate.New)
-	r.Register(proximity.Type, proximity.New)
-	r.Register(queue.Type, queue.New)
-	r.Register(kvcacheutilization.Type, kvcacheutilization.New)
-	r.Register(runningrequests.Type, runningrequests.New)
-	r.Register(maxscore.Type, maxscore.New)
-	r.Register(weightedrandom.Type, weightedrandom.New)
+	r.RegisterAll(eppplugins.OverViews)
+	r.RegisterAll(map[string]scheduling.Factory{
+		regionpin.Type:      regionpin.New,
+		memberhealth.Type:   memberhealth.New,
+		servesmodel.Type:    servesmodel.New,
+		predictedttft.Type:  predictedttft.New,
+		prefixlocality.Type: prefixlocality.New,
+		headroom.Type:       headroom.New,
+		errorrate.Type:      errorrate.New,
+		proximity.Type:      proximity.New,
+	})
 }
 
 // NewRegistry returns a registry holding the global picker's plugins.

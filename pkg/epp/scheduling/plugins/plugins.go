@@ -17,20 +17,29 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/weightedrandom"
 )
 
+// OverViews are the built-in plugins that read nothing but the candidates'
+// datastore views, so they serve any tier that fills views (the global
+// picker's member clusters too).
+var OverViews = map[string]scheduling.Factory{
+	queue.Type:              queue.New,
+	kvcacheutilization.Type: kvcacheutilization.New,
+	runningrequests.Type:    runningrequests.New,
+	maxscore.Type:           maxscore.New,
+	weightedrandom.Type:     weightedrandom.New,
+}
+
 // Register adds every built-in plugin to r.
 func Register(r *scheduling.Registry) {
-	r.Register(queue.Type, queue.New)
-	r.Register(kvcacheutilization.Type, kvcacheutilization.New)
-	r.Register(runningrequests.Type, runningrequests.New)
-	r.Register(prefixcache.Type, prefixcache.New)
-	r.Register(loraaffinity.Type, loraaffinity.New)
-	r.Register(predictedlatency.Type, predictedlatency.New)
-	r.Register(maxscore.Type, maxscore.New)
-	r.Register(weightedrandom.Type, weightedrandom.New)
-	r.Register(labelselector.Type, labelselector.New)
-	r.Register(saturation.Type, saturation.New)
-	r.Register(modelserved.Type, modelserved.New)
-	r.Register(preciseprefixcache.Type, preciseprefixcache.New)
+	r.RegisterAll(OverViews)
+	r.RegisterAll(map[string]scheduling.Factory{
+		prefixcache.Type:        prefixcache.New,
+		loraaffinity.Type:       loraaffinity.New,
+		predictedlatency.Type:   predictedlatency.New,
+		labelselector.Type:      labelselector.New,
+		saturation.Type:         saturation.New,
+		modelserved.Type:        modelserved.New,
+		preciseprefixcache.Type: preciseprefixcache.New,
+	})
 }
 
 // NewRegistry returns a registry holding the built-in plugins.

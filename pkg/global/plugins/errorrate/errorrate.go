@@ -19,7 +19,7 @@ const Type = "member-error-rate"
 type Parameters struct {
 	// MinRequests: a rate over fewer requests counts as 0 (default 10), so
 	// that one failure among two requests does not halve a member's score.
-	MinRequests *int `json:"minRequests"`
+	MinRequests int `json:"minRequests"`
 }
 
 // Scorer scores 1 − failure rate.
@@ -31,20 +31,12 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
+var New = scheduling.WithParameters(Type, Parameters{MinRequests: 10}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	if p.MinRequests < 1 {
+		return nil, fmt.Errorf("minRequests must be at least 1")
 	}
-	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minRequests: 10}
-	if p.MinRequests != nil {
-		if *p.MinRequests < 1 {
-			return nil, fmt.Errorf("minRequests must be at least 1")
-		}
-		s.minRequests = *p.MinRequests
-	}
-	return s, nil
-}
+	return &Scorer{Named: n, minRequests: p.MinRequests}, nil
+})
 
 // Rate is the failure rate counted for s.
 func (s *Scorer) Rate(st *member.State) float64 {

@@ -22,12 +22,7 @@ type Scorer struct{ scheduling.Named }
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory; the scorer has no parameters.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	if err := params.Decode(&struct{}{}); err != nil {
-		return nil, err
-	}
-	return &Scorer{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
-}
+var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Scorer{n} })
 
 func capacity(v *datastore.View) float64 {
 	return float64(v.Metrics.NumGPUBlocks) * float64(v.Metrics.BlockSizeTokens)

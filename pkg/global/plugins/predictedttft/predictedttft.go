@@ -43,12 +43,8 @@ var _ scheduling.Scorer = (*Scorer)(nil)
 const defaultUnknownRTT = 0.1
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
-	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, tolerance: 0.01, unknownRTT: -1}
+var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	s := &Scorer{Named: n, tolerance: 0.01, unknownRTT: -1}
 	if p.ToleranceSeconds != nil {
 		s.tolerance = *p.ToleranceSeconds
 	}
@@ -59,7 +55,7 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 		return nil, fmt.Errorf("toleranceSeconds and unknownRTTSeconds must not be negative")
 	}
 	return s, nil
-}
+})
 
 // Predict is the predicted time to first token at v's member, in seconds;
 // false when its summary is missing or stale. unknownRTT stands for an

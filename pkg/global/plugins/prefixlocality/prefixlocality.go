@@ -19,7 +19,7 @@ const Type = "member-prefix-locality"
 type Parameters struct {
 	// MinMatchTokens: a shorter match scores 0 (default 128), so that a
 	// shared system prompt alone does not pull traffic across regions.
-	MinMatchTokens *int `json:"minMatchTokens"`
+	MinMatchTokens int `json:"minMatchTokens"`
 }
 
 // Scorer scores matched blocks / prompt blocks, in [0, 1].
@@ -31,20 +31,12 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
+var New = scheduling.WithParameters(Type, Parameters{MinMatchTokens: 128}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	if p.MinMatchTokens < 0 {
+		return nil, fmt.Errorf("minMatchTokens must not be negative")
 	}
-	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minMatch: 128}
-	if p.MinMatchTokens != nil {
-		if *p.MinMatchTokens < 0 {
-			return nil, fmt.Errorf("minMatchTokens must not be negative")
-		}
-		s.minMatch = *p.MinMatchTokens
-	}
-	return s, nil
-}
+	return &Scorer{Named: n, minMatch: p.MinMatchTokens}, nil
+})
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {

@@ -69,12 +69,8 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
-	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, delays: map[pair]time.Duration{},
+var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	s := &Scorer{Named: n, delays: map[pair]time.Duration{},
 		same: time.Millisecond, unknown: 100 * time.Millisecond, tolerance: 5 * time.Millisecond}
 	for _, o := range []struct {
 		dst *time.Duration
@@ -95,7 +91,7 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 		s.delays[pair{d.To, d.From}] = d.Delay.Duration
 	}
 	return s, nil
-}
+})
 
 // Delay is the one-way delay between regions a and b.
 func (s *Scorer) Delay(a, b string) time.Duration {

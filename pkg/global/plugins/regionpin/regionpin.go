@@ -43,12 +43,8 @@ type pinned struct {
 var _ scheduling.Filter = (*Filter)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
-	f := &Filter{Named: scheduling.Named{TypeName: Type, InstanceName: name}, pins: map[string]pinned{}}
+var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	f := &Filter{Named: n, pins: map[string]pinned{}}
 	for i, pin := range p.Pins {
 		if pin.Model == "" {
 			return nil, fmt.Errorf("pins[%d]: model is required", i)
@@ -63,7 +59,7 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 			note: fmt.Sprintf("model %s is pinned to regions [%s] (data residency)", pin.Model, strings.Join(pin.Regions, ", "))}
 	}
 	return f, nil
-}
+})
 
 // Filter implements scheduling.Filter.
 func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {

@@ -22,12 +22,7 @@ type Filter struct{ scheduling.Named }
 var _ scheduling.Filter = (*Filter)(nil)
 
 // New is the registry factory; the filter has no parameters.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	if err := params.Decode(&struct{}{}); err != nil {
-		return nil, err
-	}
-	return &Filter{scheduling.Named{TypeName: Type, InstanceName: name}}, nil
-}
+var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Filter{n} })
 
 // why says why s cannot serve the request ("" when it can).
 func why(s *member.State, adapter string) string {

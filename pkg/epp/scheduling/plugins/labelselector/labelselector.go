@@ -26,16 +26,12 @@ type Filter struct {
 var _ scheduling.Filter = (*Filter)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
+var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
 	if len(p.MatchLabels) == 0 {
 		return nil, fmt.Errorf("matchLabels must name at least one label")
 	}
-	return &Filter{Named: scheduling.Named{TypeName: Type, InstanceName: name}, match: p.MatchLabels}, nil
-}
+	return &Filter{Named: n, match: p.MatchLabels}, nil
+})
 
 // Filter implements scheduling.Filter.
 func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {

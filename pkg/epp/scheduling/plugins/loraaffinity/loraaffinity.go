@@ -30,13 +30,8 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	p := Parameters{Resident: 1, FreeSlot: 0.8, Queued: 0.6, Full: 0}
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
-	return &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, p: p}, nil
-}
+var New = scheduling.WithParameters(Type, Parameters{Resident: 1, FreeSlot: 0.8, Queued: 0.6, Full: 0},
+	func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) { return &Scorer{Named: n, p: p}, nil })
 
 // State is where an adapter stands on one endpoint.
 type State int

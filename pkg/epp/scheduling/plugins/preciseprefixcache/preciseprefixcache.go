@@ -78,13 +78,11 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	p := Parameters{EventsPort: wire.KVEventsPort, BlockSize: kvevents.DefaultBlockSize, MinMatchTokens: 128,
-		MaxPromptTokens: 65536, ResyncSeconds: kvevents.DefaultResyncWindow.Seconds(),
-		ProbeSeconds: kvevents.DefaultProbeInterval.Seconds(), ReplayTimeoutSeconds: kvevents.DefaultReplayTimeout.Seconds()}
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
+var New = scheduling.WithParameters(Type, Parameters{EventsPort: wire.KVEventsPort, BlockSize: kvevents.DefaultBlockSize,
+	MinMatchTokens: 128, MaxPromptTokens: 65536, ResyncSeconds: kvevents.DefaultResyncWindow.Seconds(),
+	ProbeSeconds: kvevents.DefaultProbeInterval.Seconds(), ReplayTimeoutSeconds: kvevents.DefaultReplayTimeout.Seconds()}, build)
+
+func build(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
 	replay := wire.KVEventsReplayPort
 	if p.ReplayPort != nil {
 		replay = *p.ReplayPort
@@ -114,7 +112,7 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minMatch: p.MinMatchTokens,
+	s := &Scorer{Named: n, minMatch: p.MinMatchTokens,
 		maxBlocks: p.MaxPromptTokens / p.BlockSize, tokenizers: map[string]kvevents.Tokenizer{},
 		stream: kvevents.StreamConfig{EventsPort: p.EventsPort, ReplayPort: replay, Topic: p.Topic, BlockSize: p.BlockSize,
 			ResyncWindow: seconds(p.ResyncSeconds), ProbeInterval: seconds(p.ProbeSeconds), ReplayTimeout: seconds(p.ReplayTimeoutSeconds)}}

@@ -55,13 +55,8 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	var p Parameters
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
-	s := &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name},
-		adapterLoad: 0.05, adapterWait: 1, decode: p.DecodeTokens, work: p.PrefillWorkWeight}
+var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	s := &Scorer{Named: n, adapterLoad: 0.05, adapterWait: 1, decode: p.DecodeTokens, work: p.PrefillWorkWeight}
 	if p.AdapterLoadSeconds != nil {
 		s.adapterLoad = *p.AdapterLoadSeconds
 	}
@@ -76,7 +71,7 @@ func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
 		return nil, fmt.Errorf("adapterLoadSeconds, adapterWaitSeconds, decodeTokens, toleranceSeconds and prefillWorkWeight must not be negative")
 	}
 	return s, nil
-}
+})
 
 // Predict is the scorer's cost for v in seconds.
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {

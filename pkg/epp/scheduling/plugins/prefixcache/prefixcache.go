@@ -29,16 +29,12 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	p := Parameters{MinMatchTokens: 128}
-	if err := params.Decode(&p); err != nil {
-		return nil, err
-	}
+var New = scheduling.WithParameters(Type, Parameters{MinMatchTokens: 128}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
 	if p.MinMatchTokens < 1 {
 		return nil, fmt.Errorf("minMatchTokens must be at least 1, got %d", p.MinMatchTokens)
 	}
-	return &Scorer{Named: scheduling.Named{TypeName: Type, InstanceName: name}, minMatch: p.MinMatchTokens}, nil
-}
+	return &Scorer{Named: n, minMatch: p.MinMatchTokens}, nil
+})
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {

@@ -3,24 +3,14 @@ package queue
 
 import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
-	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/norm"
 )
 
 // Type is the plugin's type name.
 const Type = "queue"
 
-// Scorer gives 1 to the shortest queue and 0 to the longest (linear between),
+// New is the registry factory of the scorer (a norm.Scorer; no parameters): it
+// gives 1 to the shortest queue and 0 to the longest (linear between),
 // counting requests sent since the last telemetry sample as queued. A stale
 // endpoint scores 0.
-type Scorer struct{ scheduling.Named }
-
-var _ scheduling.Scorer = (*Scorer)(nil)
-
-// New is the registry factory; the scorer has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Scorer{n} })
-
-// Score implements scheduling.Scorer.
-func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
-	norm.LowerIsBetter(cands, scores, func(v *datastore.View) float64 { return float64(v.WaitingEstimate()) })
-}
+var New = norm.LowerIsBetterScorer(Type, func(v *datastore.View) float64 { return float64(v.WaitingEstimate()) })

@@ -21,16 +21,12 @@ type Filter struct {
 var _ scheduling.Filter = (*Filter)(nil)
 
 // New is the registry factory; the parameters are admission.Limits.
-func New(name string, params scheduling.Parameters) (scheduling.Plugin, error) {
-	l := admission.DefaultLimits
-	if err := params.Decode(&l); err != nil {
-		return nil, err
-	}
+var New = scheduling.WithParameters(Type, admission.DefaultLimits, func(n scheduling.Named, l admission.Limits) (scheduling.Plugin, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return &Filter{Named: scheduling.Named{TypeName: Type, InstanceName: name}, limits: l}, nil
-}
+	return &Filter{Named: n, limits: l}, nil
+})
 
 // Filter implements scheduling.Filter.
 func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
