@@ -4,7 +4,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
@@ -14,10 +13,8 @@ import (
 	"github.com/igw-dev/igw/pkg/globalsummary"
 )
 
-var now = time.Unix(1_700_000_000, 0)
-
 func TestRejectSaysTheNotesFirst(t *testing.T) {
-	c, _ := membertest.Cycle(&scheduling.Request{Model: "m"}, "", now)
+	c, _ := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now)
 	tb := member.From(c)
 	tb.Note("model m is pinned to regions [a]")
 	tb.Reject("no member cluster is in rotation: x down")
@@ -42,8 +39,8 @@ func TestMatchedTokensCapsAtThePrompt(t *testing.T) {
 	for _, h := range prefixindex.Hash(nil, "m", prompt, 512, 0) {
 		m.Digest.Add(h)
 	}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m", Prompt: prompt, PromptTokens: 300}, "", now,
-		membertest.Member("a", "r", m, 0, now), membertest.Member("b", "r", membertest.Model("m"), 0, now))
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m", Prompt: prompt, PromptTokens: 300}, "", membertest.Now,
+		membertest.Member("a", "r", m, 0, membertest.Now), membertest.Member("b", "r", membertest.Model("m"), 0, membertest.Now))
 	tb := member.From(c)
 	if got := tb.MatchedTokens(c, views[0]); got != 300 {
 		t.Fatalf("matched %d tokens of a 300-token prompt", got)
@@ -78,12 +75,12 @@ func TestScoreByCost(t *testing.T) {
 
 func TestMetricsOf(t *testing.T) {
 	m := membertest.Model("m")
-	got := member.MetricsOf(m, now)
-	if !got.KVCacheKnown || got.KVCacheUsage != 0.5 || got.NumGPUBlocks*got.BlockSizeTokens != 100000 || !got.SampledAt.Equal(now) {
+	got := member.MetricsOf(m, membertest.Now)
+	if !got.KVCacheKnown || got.KVCacheUsage != 0.5 || got.NumGPUBlocks*got.BlockSizeTokens != 100000 || !got.SampledAt.Equal(membertest.Now) {
 		t.Fatalf("metrics %+v", got)
 	}
 	m.KVHeadroom = nil
-	if got := member.MetricsOf(m, now); got.KVCacheKnown {
+	if got := member.MetricsOf(m, membertest.Now); got.KVCacheKnown {
 		t.Fatal("unknown headroom became known KV use")
 	}
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/igw-dev/igw/pkg/globalsummary"
 )
 
+// Now is the decision time of the global plugins' tests.
+var Now = time.Unix(1_700_000_000, 0)
+
 // Healthy is the health of a member in rotation at full weight.
 var Healthy = health.Status{InRotation: true, Weight: 1}
 
@@ -51,13 +54,6 @@ func Cycle(req *scheduling.Request, origin string, now time.Time, states ...memb
 	}
 	c.Data = t
 	return c, views
-}
-
-// Scores runs scorer over views and returns the scores.
-func Scores(s scheduling.Scorer, c *scheduling.Cycle, views []*datastore.View) []float64 {
-	out := make([]float64, len(views))
-	s.Score(c, views, out)
-	return out
 }
 
 // Names lists the members of views, in order.

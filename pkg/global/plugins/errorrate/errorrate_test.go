@@ -5,27 +5,26 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 )
 
-var now = time.Unix(1_700_000_000, 0)
-
 func TestLargerOfReportedAndObserved(t *testing.T) {
-	reported := membertest.Member("reported", "r", membertest.Model("m"), time.Millisecond, now)
+	reported := membertest.Member("reported", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
 	reported.Summary.ErrorRate, reported.Summary.Requests = 0.2, 100
-	observed := membertest.Member("observed", "r", membertest.Model("m"), time.Millisecond, now)
+	observed := membertest.Member("observed", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
 	observed.Summary.ErrorRate, observed.Summary.Requests = 0.1, 100
 	observed.Health.ErrorRate, observed.Health.Requests = 0.3, 50
-	few := membertest.Member("few", "r", membertest.Model("m"), time.Millisecond, now)
+	few := membertest.Member("few", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
 	few.Health.ErrorRate, few.Health.Requests = 0.5, 2
 	s, _ := New(Type, nil)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", now, reported, observed, few)
-	got := membertest.Scores(s.(*Scorer), c, views)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, reported, observed, few)
+	got := plugintest.Scores(s.(*Scorer), c, views)
 	if got[0] != 0.8 || got[1] != 0.7 || got[2] != 1 {
 		t.Fatalf("scores %v, want [0.8 0.7 1]", got)
 	}
 	strict, _ := New(Type, scheduling.Parameters(`{"minRequests":1}`))
-	if got := membertest.Scores(strict.(*Scorer), c, views); got[2] != 0.5 {
+	if got := plugintest.Scores(strict.(*Scorer), c, views); got[2] != 0.5 {
 		t.Fatalf("with minRequests 1, two requests of which one failed score %v", got[2])
 	}
 	if _, err := New(Type, scheduling.Parameters(`{"minRequests":0}`)); err == nil {

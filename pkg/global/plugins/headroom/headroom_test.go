@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/global/member"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 )
-
-var now = time.Unix(1_700_000_000, 0)
 
 func withKV(free float64, capacity int64) *globalsummary.Model {
 	m := membertest.Model("m")
@@ -25,8 +24,8 @@ func scores(t *testing.T, states ...member.State) []float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", now, states...)
-	return membertest.Scores(s.(*Scorer), c, views)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, states...)
+	return plugintest.Scores(s.(*Scorer), c, views)
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -34,15 +33,15 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // TestRoomInTokens: a large member at 40% free beats a small one at 60%; an
 // unknown one scores 0.5; with a capacity unknown, shares are compared.
 func TestRoomInTokens(t *testing.T) {
-	big := membertest.Member("big", "r", withKV(0.4, 1_000_000), time.Millisecond, now)
-	small := membertest.Member("small", "r", withKV(0.6, 100_000), time.Millisecond, now)
-	unknown := membertest.Member("unknown", "r", membertest.Model("m"), time.Millisecond, now)
+	big := membertest.Member("big", "r", withKV(0.4, 1_000_000), time.Millisecond, membertest.Now)
+	small := membertest.Member("small", "r", withKV(0.6, 100_000), time.Millisecond, membertest.Now)
+	unknown := membertest.Member("unknown", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
 	unknown.Summary.KVHeadroom = nil
 	got := scores(t, big, small, unknown)
 	if !near(got[0], 1) || !near(got[1], 0.15) || got[2] != 0.5 {
 		t.Fatalf("scores %v, want [1 0.15 0.5]", got)
 	}
-	noCap := membertest.Member("nocap", "r", withKV(0.8, 0), time.Millisecond, now)
+	noCap := membertest.Member("nocap", "r", withKV(0.8, 0), time.Millisecond, membertest.Now)
 	got = scores(t, big, small, noCap)
 	if !near(got[0], 0.5) || !near(got[1], 0.75) || !near(got[2], 1) {
 		t.Fatalf("by share: %v, want [0.5 0.75 1]", got)
@@ -53,11 +52,11 @@ func TestRoomInTokens(t *testing.T) {
 // member's room before the next summary says so.
 func TestPicksSinceTheSummaryUseRoom(t *testing.T) {
 	s, _ := New(Type, nil)
-	a := membertest.Member("a", "r", withKV(0.5, 100_000), time.Millisecond, now)
-	b := membertest.Member("b", "r", withKV(0.5, 100_000), time.Millisecond, now)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", now, a, b)
+	a := membertest.Member("a", "r", withKV(0.5, 100_000), time.Millisecond, membertest.Now)
+	b := membertest.Member("b", "r", withKV(0.5, 100_000), time.Millisecond, membertest.Now)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, a, b)
 	views[0].PicksSinceSample, views[0].MeanPromptTokens = 10, 2500 // 25k tokens sent
-	got := membertest.Scores(s.(*Scorer), c, views)
+	got := plugintest.Scores(s.(*Scorer), c, views)
 	if !near(got[0], 0.5) || got[1] != 1 {
 		t.Fatalf("scores %v, want [0.5 1]", got)
 	}

@@ -8,21 +8,11 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
-
-var now = time.Unix(1_700_000_000, 0)
-
-func scorer(t *testing.T, params string) *Scorer {
-	t.Helper()
-	p, err := New(Type, scheduling.Parameters(params))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(*Scorer)
-}
 
 // TestPredictionTerms checks each term on its own: round trip, the queue
 // drained since the summary plus the hub's sends, the own prompt less what
@@ -36,9 +26,9 @@ func TestPredictionTerms(t *testing.T) {
 	for _, h := range hashes[:10] { // the member holds 1280 tokens of the prompt
 		m.Digest.Add(h)
 	}
-	s := membertest.Member("a", "r", m, 40*time.Millisecond, now.Add(-500*time.Millisecond))
+	s := membertest.Member("a", "r", m, 40*time.Millisecond, membertest.Now.Add(-500*time.Millisecond))
 	s.SentTokens = 20000
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", now, s)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", membertest.Now, s)
 	got, ok := Predict(c, views[0], 0)
 	// 0.04 + (40000 + 20000 - 40000×0.5)/40000 + (4000-1280)/20000 + 0.01
 	want := 0.04 + 1 + 0.136 + 0.01
@@ -46,7 +36,7 @@ func TestPredictionTerms(t *testing.T) {
 		t.Fatalf("predicted %v (%v), want %v", got, ok, want)
 	}
 	s.Summary = nil
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", now, s)
+	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", membertest.Now, s)
 	if _, ok := Predict(c, views[0], 0); ok {
 		t.Fatal("predicted without a summary")
 	}
@@ -55,18 +45,18 @@ func TestPredictionTerms(t *testing.T) {
 // TestNetworkAgainstQueue: an idle member 80 ms away beats a near one with a
 // second of queued work; with a short queue the near one wins.
 func TestNetworkAgainstQueue(t *testing.T) {
-	sc := scorer(t, "")
+	sc := plugintest.New[*Scorer](t, New, "")
 	busy, idle := membertest.Model("m"), membertest.Model("m")
 	busy.QueuedPrefillTokens = 20000
-	near := membertest.Member("near", "r1", busy, 2*time.Millisecond, now)
-	far := membertest.Member("far", "r2", idle, 80*time.Millisecond, now)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 500}, "", now, near, far)
-	if sc := membertest.Scores(sc, c, views); !(sc[1] == 1 && sc[0] < 0.2) {
+	near := membertest.Member("near", "r1", busy, 2*time.Millisecond, membertest.Now)
+	far := membertest.Member("far", "r2", idle, 80*time.Millisecond, membertest.Now)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 500}, "", membertest.Now, near, far)
+	if sc := plugintest.Scores(sc, c, views); !(sc[1] == 1 && sc[0] < 0.2) {
 		t.Fatalf("scores near %v far %v: the far idle member should win", sc[0], sc[1])
 	}
 	busy.QueuedPrefillTokens = 200
-	c, views = membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 500}, "", now, near, far)
-	if sc := membertest.Scores(sc, c, views); !(sc[0] == 1 && sc[1] < 0.5) {
+	c, views = membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 500}, "", membertest.Now, near, far)
+	if sc := plugintest.Scores(sc, c, views); !(sc[0] == 1 && sc[1] < 0.5) {
 		t.Fatalf("scores near %v far %v: the near member should win", sc[0], sc[1])
 	}
 }
@@ -74,18 +64,18 @@ func TestNetworkAgainstQueue(t *testing.T) {
 // TestUnknownRTTAndStale: an unmeasured member is assumed as far as the
 // farthest measured one; a stale one scores 0.
 func TestUnknownRTTAndStale(t *testing.T) {
-	sc := scorer(t, "")
-	a := membertest.Member("a", "r", membertest.Model("m"), 50*time.Millisecond, now)
-	b := membertest.Member("b", "r", membertest.Model("m"), 0, now)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 100}, "", now, a, b)
+	sc := plugintest.New[*Scorer](t, New, "")
+	a := membertest.Member("a", "r", membertest.Model("m"), 50*time.Millisecond, membertest.Now)
+	b := membertest.Member("b", "r", membertest.Model("m"), 0, membertest.Now)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 100}, "", membertest.Now, a, b)
 	if got := UnknownRTT(c, views, 9); got != 0.05 {
 		t.Fatalf("unknown RTT %v, want the measured 0.05", got)
 	}
-	if s := membertest.Scores(sc, c, views); s[0] != s[1] || s[0] != 1 {
+	if s := plugintest.Scores(sc, c, views); s[0] != s[1] || s[0] != 1 {
 		t.Fatalf("scores %v", s)
 	}
 	views[0].Stale = true
-	if s := membertest.Scores(sc, c, views); s[0] != 0 || s[1] != 1 {
+	if s := plugintest.Scores(sc, c, views); s[0] != 0 || s[1] != 1 {
 		t.Fatalf("with a stale member: %v", s)
 	}
 	if _, err := New(Type, scheduling.Parameters(`{"unknownRTTSeconds":-1}`)); err == nil {

@@ -7,13 +7,12 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/global/member"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
-
-var now = time.Unix(1_700_000_000, 0)
 
 func holding(hashes []uint64, blockTokens int) *globalsummary.Model {
 	m := membertest.Model("llama")
@@ -35,15 +34,15 @@ func TestScoresTheShareHeld(t *testing.T) {
 	h256 := prefixindex.Hash(nil, "llama", prompt, 256*tokencount.CharsPerToken, 256)
 	other := prefixindex.Hash(nil, "qwen", prompt, 128*tokencount.CharsPerToken, 256)
 	states := []member.State{
-		membertest.Member("six", "r", holding(h128[:6], 128), time.Millisecond, now),
-		membertest.Member("one", "r", holding(h64[:1], 64), time.Millisecond, now),
-		membertest.Member("qwen", "r", holding(other, 128), time.Millisecond, now),
-		membertest.Member("big", "r", holding(h256[:2], 256), time.Millisecond, now),
-		membertest.Member("none", "r", membertest.Model("llama"), time.Millisecond, now),
+		membertest.Member("six", "r", holding(h128[:6], 128), time.Millisecond, membertest.Now),
+		membertest.Member("one", "r", holding(h64[:1], 64), time.Millisecond, membertest.Now),
+		membertest.Member("qwen", "r", holding(other, 128), time.Millisecond, membertest.Now),
+		membertest.Member("big", "r", holding(h256[:2], 256), time.Millisecond, membertest.Now),
+		membertest.Member("none", "r", membertest.Model("llama"), time.Millisecond, membertest.Now),
 	}
 	s, _ := New(Type, nil)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", now, states...)
-	got := membertest.Scores(s.(*Scorer), c, views)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", membertest.Now, states...)
+	got := plugintest.Scores(s.(*Scorer), c, views)
 	want := []float64{0.75, 0, 0, 0.5, 0}
 	for i := range want {
 		if got[i] != want[i] {
@@ -52,12 +51,12 @@ func TestScoresTheShareHeld(t *testing.T) {
 	}
 	// Without the minimum, the single block counts: 1 of the prompt's 16 blocks of 64 tokens.
 	all, _ := New(Type, scheduling.Parameters(`{"minMatchTokens":0}`))
-	if got := membertest.Scores(all.(*Scorer), c, views); got[1] != 1.0/16 {
+	if got := plugintest.Scores(all.(*Scorer), c, views); got[1] != 1.0/16 {
 		t.Errorf("without a minimum, one block of 16 scores %v", got[1])
 	}
 	// An adapter's prompt is hashed with the adapter's name, as the member's picker does.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql", Prompt: prompt}, "", now, states...)
-	if got := membertest.Scores(s.(*Scorer), c, views); got[0] != 0 {
+	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql", Prompt: prompt}, "", membertest.Now, states...)
+	if got := plugintest.Scores(s.(*Scorer), c, views); got[0] != 0 {
 		t.Errorf("the base model's blocks matched an adapter's prompt: %v", got[0])
 	}
 }

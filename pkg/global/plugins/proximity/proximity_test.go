@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
-
-var now = time.Unix(1_700_000_000, 0)
 
 func TestNearerRegionScoresHigher(t *testing.T) {
 	p, err := New(Type, scheduling.Parameters(`{"delays":[{"from":"us-east-1","to":"eu-west-1","delay":"40ms"},{"from":"us-east-1","to":"ap-south-1","delay":"95ms"}]}`))
@@ -19,11 +18,11 @@ func TestNearerRegionScoresHigher(t *testing.T) {
 	}
 	s := p.(*Scorer)
 	m := membertest.Model("m")
-	use := membertest.Member("use1", "us-east-1", m, time.Millisecond, now)
-	euw := membertest.Member("euw1", "eu-west-1", m, time.Millisecond, now)
-	aps := membertest.Member("aps1", "ap-south-1", m, time.Millisecond, now)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "us-east-1", now, use, euw, aps)
-	got := membertest.Scores(s, c, views)
+	use := membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now)
+	euw := membertest.Member("euw1", "eu-west-1", m, time.Millisecond, membertest.Now)
+	aps := membertest.Member("aps1", "ap-south-1", m, time.Millisecond, membertest.Now)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "us-east-1", membertest.Now, use, euw, aps)
+	got := plugintest.Scores(s, c, views)
 	want := []float64{1, 0.006 / 0.045, 0.006 / 0.1}
 	for i := range want {
 		if math.Abs(got[i]-want[i]) > 1e-9 {
@@ -32,8 +31,8 @@ func TestNearerRegionScoresHigher(t *testing.T) {
 	}
 	// The edge's header wins over the hub's region; delays are symmetric;
 	// unlisted pairs are 100 ms away.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "m", Headers: map[string]string{wire.HeaderClientRegion: "eu-west-1"}}, "us-east-1", now, use, euw, aps)
-	got = membertest.Scores(s, c, views)
+	c, views = membertest.Cycle(&scheduling.Request{Model: "m", Headers: map[string]string{wire.HeaderClientRegion: "eu-west-1"}}, "us-east-1", membertest.Now, use, euw, aps)
+	got = plugintest.Scores(s, c, views)
 	if want := []float64{0.006 / 0.045, 1, 0.006 / 0.105}; math.Abs(got[0]-want[0]) > 1e-9 || got[1] != 1 || math.Abs(got[2]-want[2]) > 1e-9 {
 		t.Fatalf("from eu-west-1: %v, want %v", got, want)
 	}

@@ -7,40 +7,30 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/global/member"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 )
 
-var now = time.Unix(1_700_000_000, 0)
-
-func filter(t *testing.T, params string) *Filter {
-	t.Helper()
-	p, err := New(Type, scheduling.Parameters(params))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(*Filter)
-}
-
 func TestPinnedModelStaysInItsRegions(t *testing.T) {
-	f := filter(t, `{"pins":[{"model":"llama-eu","regions":["eu-west-1","eu-central-1"]},{"model":"sql-eu","regions":["eu-central-1"]}]}`)
+	f := plugintest.New[*Filter](t, New, `{"pins":[{"model":"llama-eu","regions":["eu-west-1","eu-central-1"]},{"model":"sql-eu","regions":["eu-central-1"]}]}`)
 	m := membertest.Model("llama-eu")
 	states := []member.State{
-		membertest.Member("use1", "us-east-1", m, time.Millisecond, now),
-		membertest.Member("euw1", "eu-west-1", m, time.Millisecond, now),
-		membertest.Member("euc1", "eu-central-1", m, time.Millisecond, now),
+		membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now),
+		membertest.Member("euw1", "eu-west-1", m, time.Millisecond, membertest.Now),
+		membertest.Member("euc1", "eu-central-1", m, time.Millisecond, membertest.Now),
 	}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama-eu"}, "us-east-1", now, states...)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "llama-eu"}, "us-east-1", membertest.Now, states...)
 	if got := membertest.Names(c, f.Filter(c, views)); !slices.Equal(got, []string{"euw1", "euc1"}) {
 		t.Fatalf("kept %v", got)
 	}
 	// An adapter's pin applies on top of its base model's.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama-eu", Adapter: "sql-eu"}, "", now, states...)
+	c, views = membertest.Cycle(&scheduling.Request{Model: "llama-eu", Adapter: "sql-eu"}, "", membertest.Now, states...)
 	if got := membertest.Names(c, f.Filter(c, views)); !slices.Equal(got, []string{"euc1"}) {
 		t.Fatalf("adapter kept %v", got)
 	}
 	// Unpinned models go anywhere.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "qwen"}, "", now, states...)
+	c, views = membertest.Cycle(&scheduling.Request{Model: "qwen"}, "", membertest.Now, states...)
 	if got := f.Filter(c, views); len(got) != 3 {
 		t.Fatalf("unpinned model kept %d", len(got))
 	}
@@ -50,11 +40,11 @@ func TestPinnedModelStaysInItsRegions(t *testing.T) {
 // of the candidates, as after a failover), nothing is kept and the reason
 // names the pin.
 func TestNothingLeftSaysWhy(t *testing.T) {
-	f := filter(t, `{"pins":[{"model":"llama-eu","regions":["eu-west-1"]}]}`)
+	f := plugintest.New[*Filter](t, New, `{"pins":[{"model":"llama-eu","regions":["eu-west-1"]}]}`)
 	m := membertest.Model("llama-eu")
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama-eu"}, "", now,
-		membertest.Member("use1", "us-east-1", m, time.Millisecond, now),
-		membertest.Member("usw2", "us-west-2", m, time.Millisecond, now))
+	c, views := membertest.Cycle(&scheduling.Request{Model: "llama-eu"}, "", membertest.Now,
+		membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now),
+		membertest.Member("usw2", "us-west-2", m, time.Millisecond, membertest.Now))
 	if got := f.Filter(c, views); len(got) != 0 {
 		t.Fatalf("kept %d outside the pin", len(got))
 	}

@@ -11,28 +11,26 @@ import (
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 )
 
-var now = time.Unix(1_700_000_000, 0)
-
 func TestKeepsMembersThatServeTheModel(t *testing.T) {
 	f, _ := New(Type, nil)
 	withAdapter, noReady := membertest.Model("llama"), membertest.Model("llama")
 	withAdapter.Adapters = []string{"sql"}
 	noReady.ReadyEndpoints, noReady.Endpoints = 0, 3
 	states := []member.State{
-		membertest.Member("a", "r", withAdapter, time.Millisecond, now),
-		membertest.Member("b", "r", membertest.Model("llama"), time.Millisecond, now),
-		membertest.Member("c", "r", nil, time.Millisecond, now),
-		membertest.Member("d", "r", noReady, time.Millisecond, now),
+		membertest.Member("a", "r", withAdapter, time.Millisecond, membertest.Now),
+		membertest.Member("b", "r", membertest.Model("llama"), time.Millisecond, membertest.Now),
+		membertest.Member("c", "r", nil, time.Millisecond, membertest.Now),
+		membertest.Member("d", "r", noReady, time.Millisecond, membertest.Now),
 	}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama"}, "", now, states...)
+	c, views := membertest.Cycle(&scheduling.Request{Model: "llama"}, "", membertest.Now, states...)
 	if got := membertest.Names(c, f.(*Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("base model kept %v", got)
 	}
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql"}, "", now, states...)
+	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql"}, "", membertest.Now, states...)
 	if got := membertest.Names(c, f.(*Filter).Filter(c, views)); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("adapter kept %v", got)
 	}
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "chat"}, "", now, states...)
+	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "chat"}, "", membertest.Now, states...)
 	if got := f.(*Filter).Filter(c, views); len(got) != 0 {
 		t.Fatalf("unknown adapter kept %d", len(got))
 	}

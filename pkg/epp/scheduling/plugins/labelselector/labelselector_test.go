@@ -5,7 +5,7 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/plugintest"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 )
 
 // Endpoints lacking a label, or carrying another value, are dropped; extra

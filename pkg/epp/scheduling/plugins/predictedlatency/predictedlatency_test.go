@@ -10,7 +10,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/plugintest"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 )
 
 func view(id int32, prefillRate, decodeStep float64, waiting int) *datastore.View {

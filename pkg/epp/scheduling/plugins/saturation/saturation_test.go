@@ -5,7 +5,7 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/plugintest"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 )
 
 // A queue at the depth, a KV cache at the threshold or a stale sample

@@ -6,7 +6,7 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/plugintest"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 )
 
 // firstPlaces counts, over draws of n, how often each candidate comes first.
