@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -131,29 +132,29 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 
 func replaceRegexp(t *testing.T, dir, file, expr, new string) {
 	t.Helper()
-	path := filepath.Join(dir, file)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	re := regexp.MustCompile(expr)
-	if !re.Match(data) {
-		t.Fatalf("%s does not match %s", file, expr)
-	}
-	write(t, dir, file, re.ReplaceAllString(string(data), new))
+	edit(t, dir, file, "does not match "+expr, func(s string) (string, bool) { return re.ReplaceAllString(s, new), re.MatchString(s) })
 }
 
 func replace(t *testing.T, dir, file, old, new string) {
 	t.Helper()
-	path := filepath.Join(dir, file)
-	data, err := os.ReadFile(path)
+	edit(t, dir, file, fmt.Sprintf("does not contain %q", old),
+		func(s string) (string, bool) { return strings.Replace(s, old, new, 1), strings.Contains(s, old) })
+}
+
+// edit rewrites a file of dir with change, failing t with "<file> <missing>"
+// when change reports that what it edits is not there.
+func edit(t *testing.T, dir, file, missing string, change func(string) (string, bool)) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), old) {
-		t.Fatalf("%s does not contain %q", file, old)
+	out, ok := change(string(data))
+	if !ok {
+		t.Fatalf("%s %s", file, missing)
 	}
-	write(t, dir, file, strings.Replace(string(data), old, new, 1))
+	write(t, dir, file, out)
 }
 
 func write(t *testing.T, dir, file, content string) {

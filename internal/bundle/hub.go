@@ -42,40 +42,33 @@ func (c *checker) warn(format string, args ...any) {
 	c.warns = append(c.warns, fmt.Errorf(c.prefix+format, args...))
 }
 
+// checkNamed checks that every entry of spec.<list> has a name and a field
+// (what names it in the message), and that the field's value passes valid.
+func checkNamed(c *checker, csv *unstructured.Unstructured, list, field, what string, valid func(string) error) {
+	entries, _, _ := unstructured.NestedSlice(csv.Object, "spec", list)
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		name, _ := m["name"].(string)
+		value, _ := m[field].(string)
+		if name == "" || value == "" {
+			c.fail("spec.%s entries need a name and %s", list, what)
+		}
+		if value != "" {
+			if err := valid(value); err != nil {
+				c.fail("spec.%s %s %q is invalid: %v", list, field, value, err)
+			}
+		}
+	}
+}
+
 // checkHub is the OperatorHub validator's CSV checks.
 func checkHub(c *checker, csv *unstructured.Unstructured, channels []string) {
 	str := func(fields ...string) string { s, _, _ := unstructured.NestedString(csv.Object, fields...); return s }
 	if str("spec", "provider", "name") == "" {
 		c.fail("spec.provider.name is empty")
 	}
-	maintainers, _, _ := unstructured.NestedSlice(csv.Object, "spec", "maintainers")
-	for _, m := range maintainers {
-		mm, _ := m.(map[string]any)
-		name, _ := mm["name"].(string)
-		email, _ := mm["email"].(string)
-		if name == "" || email == "" {
-			c.fail("spec.maintainers entries need a name and an email")
-		}
-		if email != "" {
-			if _, err := mail.ParseAddress(email); err != nil {
-				c.fail("spec.maintainers email %q is invalid: %v", email, err)
-			}
-		}
-	}
-	links, _, _ := unstructured.NestedSlice(csv.Object, "spec", "links")
-	for _, l := range links {
-		lm, _ := l.(map[string]any)
-		name, _ := lm["name"].(string)
-		u, _ := lm["url"].(string)
-		if name == "" || u == "" {
-			c.fail("spec.links entries need a name and a url")
-		}
-		if u != "" {
-			if _, err := url.ParseRequestURI(u); err != nil {
-				c.fail("spec.links url %q is invalid: %v", u, err)
-			}
-		}
-	}
+	checkNamed(c, csv, "maintainers", "email", "an email", func(s string) error { _, err := mail.ParseAddress(s); return err })
+	checkNamed(c, csv, "links", "url", "a url", func(s string) error { _, err := url.ParseRequestURI(s); return err })
 	ann := csv.GetAnnotations()
 	if capability, ok := ann["capabilities"]; ok && !slices.Contains(hubCapabilities, capability) {
 		c.fail("metadata.annotations.capabilities %q is not a capability level (%s)", capability, strings.Join(hubCapabilities, ", "))

@@ -113,6 +113,27 @@ func (s *scanner) push() bool {
 	return true
 }
 
+// pop steps over the closing bracket of the container push entered.
+func (s *scanner) pop() bool {
+	s.i++
+	s.depth--
+	return true
+}
+
+// separator reads what follows a member or element: a comma (stepped over;
+// more is true), the container's closing bracket (popped), or anything else,
+// a failure described as after.
+func (s *scanner) separator(closing int, after string) (more, ok bool) {
+	switch s.next() {
+	case ',':
+		s.i++
+		return true, true
+	case closing:
+		return false, s.pop()
+	}
+	return false, s.fail(after)
+}
+
 // object reads the object at i, calling field for each key (its raw text,
 // escapes undecoded, and whether it has any) with the scanner at the member's
 // value, which field must consume (value steps over it).
@@ -122,9 +143,7 @@ func (s *scanner) object(field func(key []byte, escaped bool) bool) bool {
 	}
 	c := s.next()
 	if c == '}' {
-		s.i++
-		s.depth--
-		return true
+		return s.pop()
 	}
 	for {
 		if c != '"' {
@@ -141,17 +160,10 @@ func (s *scanner) object(field func(key []byte, escaped bool) bool) bool {
 		if !field(key, escaped) {
 			return false
 		}
-		switch s.next() {
-		case ',':
-			s.i++
-			c = s.next()
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return s.fail("after object key:value pair")
+		if more, ok := s.separator('}', "after object key:value pair"); !more {
+			return ok
 		}
+		c = s.next()
 	}
 }
 
@@ -162,23 +174,14 @@ func (s *scanner) array(elem func() bool) bool {
 		return false
 	}
 	if s.next() == ']' {
-		s.i++
-		s.depth--
-		return true
+		return s.pop()
 	}
 	for {
 		if !elem() {
 			return false
 		}
-		switch s.next() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return s.fail("after array element")
+		if more, ok := s.separator(']', "after array element"); !more {
+			return ok
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -232,24 +233,14 @@ func deepEqualLoose(a, b any) bool {
 	return a == b
 }
 
+// asUint reads any sized integer (msgpack decodes each in the smallest that
+// holds it) as its 64 bits.
 func asUint(v any) (uint64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return uint64(n), true
-	case int16:
-		return uint64(n), true
-	case int32:
-		return uint64(n), true
-	case int64:
-		return uint64(n), true
-	case uint8:
-		return uint64(n), true
-	case uint16:
-		return uint64(n), true
-	case uint32:
-		return uint64(n), true
-	case uint64:
-		return n, true
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return uint64(rv.Int()), true
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return rv.Uint(), true
 	}
 	return 0, false
 }

@@ -355,24 +355,23 @@ func (x *Index) Holds(pod string) int {
 // PodKeys returns the own keys of the blocks the pod holds, with copies, for
 // tests and diagnostics.
 func (x *Index) PodKeys(pod string) map[uint64]int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	out := map[uint64]int{}
-	if s, ok := x.slots[pod]; ok {
-		p := x.pods[s]
-		p.engine.All(func(h, key uint64) { out[key] += 1 + int(p.copies[h]) })
-	}
-	return out
+	return x.podBlocks(pod, func(_, key uint64) uint64 { return key })
 }
 
 // EngineHashes returns the engine hashes the pod holds, with copies.
 func (x *Index) EngineHashes(pod string) map[uint64]int {
+	return x.podBlocks(pod, func(h, _ uint64) uint64 { return h })
+}
+
+// podBlocks counts the blocks the pod holds, with copies, under the name
+// name picks from each block's engine hash and own key.
+func (x *Index) podBlocks(pod string, name func(h, key uint64) uint64) map[uint64]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := map[uint64]int{}
 	if s, ok := x.slots[pod]; ok {
 		p := x.pods[s]
-		p.engine.All(func(h, _ uint64) { out[h] = 1 + int(p.copies[h]) })
+		p.engine.All(func(h, key uint64) { out[name(h, key)] += 1 + int(p.copies[h]) })
 	}
 	return out
 }
