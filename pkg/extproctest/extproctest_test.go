@@ -363,39 +363,13 @@ func TestProtocolViolationsAreErrors(t *testing.T) {
 			return s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: streamed([]byte("x"), true)}))
 		}},
 		"plain body mutation in full duplex": {Config{}, func(s extprocv3.ExternalProcessor_ProcessServer) error {
-			if _, err := s.Recv(); err != nil {
-				return err
-			}
-			if err := s.Send(headersReply(requestPath, &extprocv3.CommonResponse{})); err != nil {
-				return err
-			}
-			return s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-				Mutation: &extprocv3.BodyMutation_Body{Body: []byte("x")}}}))
+			return answerBody(s, false, &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: []byte("x")}})
 		}},
 		"streamed response in buffered mode": {Config{RequestBodyMode: Buffered}, func(s extprocv3.ExternalProcessor_ProcessServer) error {
-			if _, err := s.Recv(); err != nil {
-				return err
-			}
-			if err := s.Send(headersReply(requestPath, &extprocv3.CommonResponse{})); err != nil {
-				return err
-			}
-			if _, err := s.Recv(); err != nil {
-				return err
-			}
-			return s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: streamed([]byte("x"), true)}))
+			return answerBody(s, true, streamed([]byte("x"), true))
 		}},
 		"content-length mismatch in buffered mode": {Config{RequestBodyMode: Buffered}, func(s extprocv3.ExternalProcessor_ProcessServer) error {
-			if _, err := s.Recv(); err != nil {
-				return err
-			}
-			if err := s.Send(headersReply(requestPath, &extprocv3.CommonResponse{})); err != nil {
-				return err
-			}
-			if _, err := s.Recv(); err != nil {
-				return err
-			}
-			return s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-				Mutation: &extprocv3.BodyMutation_Body{Body: []byte("shorter")}}}))
+			return answerBody(s, true, &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: []byte("shorter")}})
 		}},
 		"server closes early": {Config{}, func(s extprocv3.ExternalProcessor_ProcessServer) error { return nil }},
 		"message after completion": {Config{}, func(s extprocv3.ExternalProcessor_ProcessServer) error {
@@ -466,10 +440,7 @@ func TestHeaderMutationInStreamedBodyReplyIsIgnored(t *testing.T) {
 
 func TestTrailersCloseTheStreamedBody(t *testing.T) {
 	srv := scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
-		if _, err := s.Recv(); err != nil { // headers
-			return err
-		}
-		if err := s.Send(headersReply(requestPath, &extprocv3.CommonResponse{})); err != nil {
+		if err := passHeaders(s); err != nil {
 			return err
 		}
 		for {
@@ -630,4 +601,27 @@ func TestNewHeadersLowercasesAndKeepsOrder(t *testing.T) {
 	if _, ok := h.Lookup("missing"); ok {
 		t.Error("missing key reported present")
 	}
+}
+
+// passHeaders receives the request headers and lets them through unchanged.
+func passHeaders(s extprocv3.ExternalProcessor_ProcessServer) error {
+	if _, err := s.Recv(); err != nil {
+		return err
+	}
+	return s.Send(headersReply(requestPath, &extprocv3.CommonResponse{}))
+}
+
+// answerBody passes the request headers, receives the body first when it
+// comes buffered (a full-duplex server may answer before it), and answers the
+// body with m.
+func answerBody(s extprocv3.ExternalProcessor_ProcessServer, buffered bool, m *extprocv3.BodyMutation) error {
+	if err := passHeaders(s); err != nil {
+		return err
+	}
+	if buffered {
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+	}
+	return s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: m}))
 }

@@ -3,6 +3,8 @@ package globalsummary
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/igw-dev/igw/internal/splitmix"
 )
 
 // Digest is a Bloom filter of prefix-block hashes (prefixindex.Hash: chained,
@@ -74,14 +76,7 @@ func (d *Digest) Validate() error {
 // are distinct modulo any power of two, and taken from a remix of the hash
 // (splitmix64's finaliser) so that it does not follow the start position even
 // for hashes that are not random.
-func step(h uint64) uint64 {
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h | 1
-}
+func step(h uint64) uint64 { return splitmix.Mix(h) | 1 }
 
 // Add puts block hash h in the filter and reports whether it was new.
 func (d *Digest) Add(h uint64) bool {

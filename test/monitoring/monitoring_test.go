@@ -257,20 +257,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	}
 	eo := options.New()
 	eo.EndpointsFile, eo.BindAddress, eo.GRPCPort, eo.HealthPort, eo.MetricsPort = eps, "127.0.0.1", 0, 0, 0
-	eo.Complete()
-	if err := eo.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	epp, err := runner.New(eo, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	servetest.Serve(t, "endpoint picker", epp.Run)
-	picker, err := extproctest.Dial(epp.Addr("grpc"), extproctest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer picker.Close()
+	epp, picker := startExtProc(t, "endpoint picker", eo, runner.New, logger)
 	time.Sleep(300 * time.Millisecond) // a few telemetry scrapes
 	body := []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":8,"messages":[{"role":"user","content":"hello"}]}`)
 	for range 3 {
@@ -289,20 +276,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	bo := bbr.NewOptions()
 	bo.GRPCPort, bo.HealthPort, bo.MetricsPort, bo.ModelsPort, bo.BindAddress = 0, 0, 0, 0, "127.0.0.1"
 	bo.AdapterMappingFile, bo.ModelListFile = filepath.Join(dir, "adapters.yaml"), filepath.Join(dir, "models.json")
-	bo.Complete()
-	if err := bo.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	router, err := bbr.NewRunner(bo, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	servetest.Serve(t, "body-based router", router.Run)
-	bc, err := extproctest.Dial(router.Addr("grpc"), extproctest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bc.Close()
+	router, bc := startExtProc(t, "body-based router", bo, bbr.NewRunner, logger)
 	if _, err := bc.Process(ctx, extproctest.PostJSON("/v1/chat/completions", body)); err != nil {
 		t.Fatal(err)
 	}
@@ -404,4 +378,35 @@ func upstream(t *testing.T, url string, body []byte) *extproctest.Response {
 	}
 	return &extproctest.Response{Headers: extproctest.NewHeaders(":status", fmt.Sprint(resp.StatusCode),
 		"content-type", resp.Header.Get("Content-Type")), Chunks: chunks}
+}
+
+// extProcRunner is what the picker's and the router's runners have in common.
+type extProcRunner interface {
+	Run(ctx context.Context, ready chan<- struct{}) error
+	Addr(name string) string
+}
+
+// startExtProc completes and validates opts, builds a runner from them, serves
+// it for the rest of the test and connects to its ext_proc port as Envoy
+// would.
+func startExtProc[O interface {
+	Complete()
+	Validate() error
+}, R extProcRunner](t *testing.T, name string, opts O, build func(O, *slog.Logger) (R, error), logger *slog.Logger) (R, *extproctest.Client) {
+	t.Helper()
+	opts.Complete()
+	if err := opts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := build(opts, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servetest.Serve(t, name, r.Run)
+	c, err := extproctest.Dial(r.Addr("grpc"), extproctest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return r, c
 }

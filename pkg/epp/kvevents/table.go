@@ -1,6 +1,9 @@
 package kvevents
 
-// table is an open-addressing hash table from uint64 keys to V: linear
+import "github.com/igw-dev/igw/internal/splitmix"
+
+// table is an open-addressing hash table from uint64 keys to V (homed by
+// splitmix.Mix of the key: engine hashes need not be uniform): linear
 // probing, and deletion by shifting the following entries back, so that a
 // cache's constant churn (a block stored for every one evicted) leaves no
 // tombstones to lengthen probes, as Go's maps do under such churn. A slot
@@ -21,15 +24,6 @@ type slot[V uint32 | uint64] struct {
 	val V
 }
 
-// mix spreads a key's bits (the splitmix64 finalizer): engine hashes need
-// not be uniform.
-func mix(k uint64) uint64 {
-	k ^= k >> 30
-	k *= 0xbf58476d1ce4e5b9
-	k ^= k >> 27
-	k *= 0x94d049bb133111eb
-	return k ^ k>>31
-}
 
 // Len is the number of entries.
 func (t *table[V]) Len() int {
@@ -47,7 +41,7 @@ func (t *table[V]) Get(k uint64) (V, bool) {
 	if t.n == 0 {
 		return 0, false
 	}
-	for i := mix(k) & t.mask; ; i = (i + 1) & t.mask {
+	for i := splitmix.Mix(k) & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if s.key == k {
 			return s.val, true
@@ -67,7 +61,7 @@ func (t *table[V]) Put(k uint64, v V) {
 	if 4*(t.n+1) > 3*len(t.slots) {
 		t.grow()
 	}
-	i := mix(k) & t.mask
+	i := splitmix.Mix(k) & t.mask
 	for ; t.slots[i].key != 0; i = (i + 1) & t.mask {
 		if t.slots[i].key == k {
 			t.slots[i].val = v
@@ -88,7 +82,7 @@ func (t *table[V]) Delete(k uint64) bool {
 	if t.n == 0 {
 		return false
 	}
-	i := mix(k) & t.mask
+	i := splitmix.Mix(k) & t.mask
 	for ; ; i = (i + 1) & t.mask {
 		switch t.slots[i].key {
 		case 0:
@@ -100,7 +94,7 @@ func (t *table[V]) Delete(k uint64) bool {
 		break
 	}
 	for j := (i + 1) & t.mask; t.slots[j].key != 0; j = (j + 1) & t.mask {
-		home := mix(t.slots[j].key) & t.mask
+		home := splitmix.Mix(t.slots[j].key) & t.mask
 		// Move j back to the hole at i unless its home lies in (i, j].
 		if (j-home)&t.mask >= (j-i)&t.mask {
 			t.slots[i] = t.slots[j]
