@@ -24,7 +24,6 @@ type slot[V uint32 | uint64] struct {
 	val V
 }
 
-
 // Len is the number of entries.
 func (t *table[V]) Len() int {
 	if t.hasZero {
