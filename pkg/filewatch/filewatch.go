@@ -11,6 +11,7 @@ package filewatch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/igw-dev/igw/internal/clock"
 )
 
 // DefaultInterval is the poll interval when File.Interval is not set.
@@ -144,16 +147,6 @@ func (f *File) Status() Status {
 	return f.status
 }
 
-func (f *File) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
-}
+func (f *File) now() time.Time { return clock.Now(f.Now) }
 
-func (f *File) log() *slog.Logger {
-	if f.Log != nil {
-		return f.Log
-	}
-	return slog.Default()
-}
+func (f *File) log() *slog.Logger { return cmp.Or(f.Log, slog.Default()) }

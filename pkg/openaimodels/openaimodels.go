@@ -19,6 +19,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/igw-dev/igw/internal/clock"
 	"github.com/igw-dev/igw/pkg/apierror"
 )
 
@@ -140,11 +141,7 @@ type Catalog struct {
 
 // Set replaces the list.
 func (c *Catalog) Set(entries []Entry) {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	at := now().Unix()
+	at := clock.Now(c.Now).Unix()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	created := make(map[string]int64, len(entries))

@@ -14,6 +14,7 @@
 package server
 
 import (
+	"cmp"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/igw-dev/igw/internal/clock"
 	"github.com/igw-dev/igw/internal/extproc"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -59,19 +61,9 @@ type ExtProc struct {
 	}
 }
 
-func (s *ExtProc) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
+func (s *ExtProc) now() time.Time { return clock.Now(s.Now) }
 
-func (s *ExtProc) log() *slog.Logger {
-	if s.Log != nil {
-		return s.Log
-	}
-	return slog.Default()
-}
+func (s *ExtProc) log() *slog.Logger { return cmp.Or(s.Log, slog.Default()) }
 
 // exchange is one HTTP request's state across its ext_proc stream.
 type exchange struct {

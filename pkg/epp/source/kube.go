@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -157,9 +158,4 @@ func ready(p *corev1.Pod) bool {
 	return false
 }
 
-func (k *Kube) log() *slog.Logger {
-	if k.Log != nil {
-		return k.Log
-	}
-	return slog.Default()
-}
+func (k *Kube) log() *slog.Logger { return cmp.Or(k.Log, slog.Default()) }
