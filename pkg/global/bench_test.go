@@ -23,7 +23,8 @@ var benchRegions = []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-1", 
 // allPlugins runs every filter and scorer the global registry has: a pin
 // over the eight regions (so it keeps everyone, but does the work), health
 // and served-model filters, the global scorers with a full delay table, and
-// the endpoint picker's load scorers on member views.
+// the endpoint picker's load scorers on member views: DefaultConfig with the
+// pins, the delays and the other scorers added.
 func allPlugins() string {
 	var delays []string
 	for i, a := range benchRegions {
@@ -34,20 +35,12 @@ func allPlugins() string {
 	return `
 plugins:
 - {name: region-pin, type: region-pin, parameters: {pins: [{model: llama, regions: [` + strings.Join(benchRegions, ", ") + `]}]}}
-- {name: region-proximity, type: region-proximity, parameters: {delays: [` + strings.Join(delays, ", ") + `]}}
-filters: [region-pin, member-health, member-serves-model]
-scorers:
-- {plugin: member-predicted-ttft, weight: 1}
-- {plugin: member-prefix-locality, weight: 0.3}
-- {plugin: member-headroom, weight: 0.1}
-- {plugin: member-error-rate, weight: 0.2}
-- {plugin: region-proximity, weight: 0.1}
+- {name: region-proximity, type: region-proximity, parameters: {delays: [` + strings.Join(delays, ", ") + `]}}` +
+		strings.Replace(DefaultConfig, "picker:", `- {plugin: region-proximity, weight: 0.1}
 - {plugin: queue, weight: 0.1}
 - {plugin: kv-cache-utilization, weight: 0.1}
 - {plugin: running-requests, weight: 0.1}
-picker: max-score-picker
-fallbacks: 1
-`
+picker:`, 1)
 }
 
 // benchFleet is n members over the eight regions, each with a summary whose

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
@@ -13,30 +14,9 @@ import (
 // engine step that changes the prefix cache yields one batch of events, in
 // the order the changes happened. A full block registered in the prefix cache
 // is a BlockStored (with its tokens, so a consumer can rebuild the chain of
-// prefixes), an evicted one a BlockRemoved, a cache reset AllBlocksCleared.
-
-// KVEventKind is the type of a KV cache event; the names are vLLM's tags.
-type KVEventKind uint8
-
-// The kinds of KV cache events.
-const (
-	KVBlockStored KVEventKind = iota + 1
-	KVBlockRemoved
-	KVAllBlocksCleared
-)
-
-// String is the event's vLLM tag.
-func (k KVEventKind) String() string {
-	switch k {
-	case KVBlockStored:
-		return "BlockStored"
-	case KVBlockRemoved:
-		return "BlockRemoved"
-	case KVAllBlocksCleared:
-		return "AllBlocksCleared"
-	}
-	return "unknown"
-}
+// prefixes), an evicted one a BlockRemoved, a cache reset AllBlocksCleared. The kinds are
+// the endpoint picker's decoder's (kvevents.EventKind): one definition of the
+// tags on both ends of the wire.
 
 // BlockHash is a block's vLLM hash: SHA-256 over the canonical CBOR of
 // (parent hash, block token IDs, extra keys).
@@ -50,7 +30,7 @@ func (h BlockHash) Int() uint64 { return binary.BigEndian.Uint64(h[24:]) }
 // KVEvent is one event of a batch. The slices belong to the engine and are
 // reused after the sink returns.
 type KVEvent struct {
-	Kind KVEventKind
+	Kind kvevents.EventKind
 	// BlockHashes are the blocks stored or removed, in token order for a store.
 	BlockHashes []BlockHash
 	// Parent is the hash of the block before the first stored one; HasParent
@@ -180,7 +160,7 @@ func (e *Engine) flushKVEvents(at time.Duration) {
 		ev := &l.events[i]
 		nh, nt := len(ev.BlockHashes), len(ev.TokenIDs)
 		ev.BlockHashes = l.hashes[h : h+nh : h+nh]
-		if ev.Kind == KVBlockStored {
+		if ev.Kind == kvevents.BlockStored {
 			ev.TokenIDs = l.tokens[t : t+nt : t+nt]
 		}
 		h, t = h+nh, t+nt
@@ -196,7 +176,7 @@ func (l *kvEventLog) stored(r *request, k int32, b int32) {
 	h := r.extHash(k, l)
 	l.ext[b] = h
 	if l.lastReq != r || l.lastK != k-1 {
-		ev := KVEvent{Kind: KVBlockStored, LoRAName: r.adapterName}
+		ev := KVEvent{Kind: kvevents.BlockStored, LoRAName: r.adapterName}
 		if r.adapter != noAdapter {
 			ev.LoRAID = int(r.adapter) + 1
 		}
@@ -225,17 +205,17 @@ func (l *kvEventLog) appendBlock(ev *KVEvent, r *request, k int32, h BlockHash) 
 func (l *kvEventLog) removed(b int32) {
 	l.lastReq = nil
 	l.hashes = append(l.hashes, l.ext[b])
-	if n := len(l.events); n > 0 && l.events[n-1].Kind == KVBlockRemoved {
+	if n := len(l.events); n > 0 && l.events[n-1].Kind == kvevents.BlockRemoved {
 		last := &l.events[n-1]
 		last.BlockHashes = l.hashes[len(l.hashes)-len(last.BlockHashes)-1:]
 		return
 	}
-	l.events = append(l.events, KVEvent{Kind: KVBlockRemoved, BlockHashes: l.hashes[len(l.hashes)-1:]})
+	l.events = append(l.events, KVEvent{Kind: kvevents.BlockRemoved, BlockHashes: l.hashes[len(l.hashes)-1:]})
 }
 
 func (l *kvEventLog) cleared() {
 	l.lastReq = nil
-	l.events = append(l.events, KVEvent{Kind: KVAllBlocksCleared})
+	l.events = append(l.events, KVEvent{Kind: kvevents.AllBlocksCleared})
 }
 
 // extHash returns the vLLM hash of r's block k, extending r's chain as

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
@@ -65,7 +66,7 @@ type cacheModel struct {
 func (m *cacheModel) PublishKVEvents(_ time.Duration, events []KVEvent) {
 	for _, ev := range events {
 		switch ev.Kind {
-		case KVBlockStored:
+		case kvevents.BlockStored:
 			if len(ev.TokenIDs) != len(ev.BlockHashes)*BlockSize {
 				m.t.Fatalf("BlockStored with %d tokens for %d blocks", len(ev.TokenIDs), len(ev.BlockHashes))
 			}
@@ -82,7 +83,7 @@ func (m *cacheModel) PublishKVEvents(_ time.Duration, events []KVEvent) {
 				m.held[h]++
 				m.stored++
 			}
-		case KVBlockRemoved:
+		case kvevents.BlockRemoved:
 			for _, h := range ev.BlockHashes {
 				if m.held[h] == 0 {
 					m.t.Fatalf("BlockRemoved of a block never stored")
@@ -92,7 +93,7 @@ func (m *cacheModel) PublishKVEvents(_ time.Duration, events []KVEvent) {
 				}
 				m.removed++
 			}
-		case KVAllBlocksCleared:
+		case kvevents.AllBlocksCleared:
 			clear(m.held)
 			m.cleared++
 		}
@@ -178,11 +179,11 @@ func sameBlocks(a, b map[BlockHash]int) bool {
 func TestEncodeKVEventBatchIsVLLMsLayout(t *testing.T) {
 	h1, h2 := NoneHash("a"), NoneHash("b")
 	events := []KVEvent{
-		{Kind: KVBlockStored, BlockHashes: []BlockHash{h1, h2}, Parent: h2, HasParent: true,
+		{Kind: kvevents.BlockStored, BlockHashes: []BlockHash{h1, h2}, Parent: h2, HasParent: true,
 			TokenIDs: make([]uint32, 2*BlockSize), LoRAID: 3, LoRAName: "sql"},
-		{Kind: KVBlockStored, BlockHashes: []BlockHash{h1}, TokenIDs: make([]uint32, BlockSize)},
-		{Kind: KVBlockRemoved, BlockHashes: []BlockHash{h2}},
-		{Kind: KVAllBlocksCleared},
+		{Kind: kvevents.BlockStored, BlockHashes: []BlockHash{h1}, TokenIDs: make([]uint32, BlockSize)},
+		{Kind: kvevents.BlockRemoved, BlockHashes: []BlockHash{h2}},
+		{Kind: kvevents.AllBlocksCleared},
 	}
 	for _, ints := range []bool{true, false} {
 		var batch []any
@@ -269,7 +270,7 @@ func TestKVEventPublisherOverZMQ(t *testing.T) {
 	if err := sub.SetOption(zmq4.OptionSubscribe, "kv-events"); err != nil {
 		t.Fatal(err)
 	}
-	ev := []KVEvent{{Kind: KVBlockRemoved, BlockHashes: []BlockHash{NoneHash("x")}}}
+	ev := []KVEvent{{Kind: kvevents.BlockRemoved, BlockHashes: []BlockHash{NoneHash("x")}}}
 	// The subscription reaches the publisher asynchronously: publish until one arrives.
 	got := make(chan zmq4.Msg, 16)
 	go func() {

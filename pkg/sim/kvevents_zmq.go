@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/igw-dev/igw/pkg/epp/kvevents"
 )
 
 // EncodeKVEventBatch appends vLLM's msgpack encoding of one KVEventBatch to
@@ -45,7 +47,7 @@ func EncodeKVEventBatch(dst []byte, ts float64, events []KVEvent, intHashes bool
 	for i := range events {
 		ev := &events[i]
 		switch ev.Kind {
-		case KVBlockStored:
+		case kvevents.BlockStored:
 			_ = enc.EncodeArrayLen(8)
 			_ = enc.EncodeString(ev.Kind.String())
 			hashes(ev.BlockHashes)
@@ -70,12 +72,12 @@ func EncodeKVEventBatch(dst []byte, ts float64, events []KVEvent, intHashes bool
 			} else {
 				_ = enc.EncodeNil()
 			}
-		case KVBlockRemoved:
+		case kvevents.BlockRemoved:
 			_ = enc.EncodeArrayLen(3)
 			_ = enc.EncodeString(ev.Kind.String())
 			hashes(ev.BlockHashes)
 			_ = enc.EncodeString("GPU")
-		case KVAllBlocksCleared:
+		case kvevents.AllBlocksCleared:
 			_ = enc.EncodeArrayLen(1)
 			_ = enc.EncodeString(ev.Kind.String())
 		}
