@@ -3,14 +3,20 @@ package runningrequests
 
 import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/internal/norm"
 )
 
 // Type is the plugin's type name.
 const Type = "running-requests"
 
-// New is the registry factory of the scorer (a norm.Scorer; no parameters): it
-// gives 1 to the endpoint with the fewest requests (running plus waiting,
-// corrected with picks and completions since the sample) and 0 to the most
-// loaded: least-request balancing as a scorer.
+// Scorer gives 1 to the endpoint with the fewest requests (running plus
+// waiting, corrected with picks and completions since the sample) and 0 to the
+// most loaded: least-request balancing as a scorer. It is a norm.Scorer over
+// datastore.View.LoadEstimate.
+type Scorer = norm.Scorer
+
+var _ scheduling.Scorer = (*Scorer)(nil)
+
+// New is the registry factory; the scorer has no parameters.
 var New = norm.LowerIsBetterScorer(Type, func(v *datastore.View) float64 { return float64(v.LoadEstimate()) })
