@@ -80,9 +80,11 @@ var _ scheduling.Scorer = (*Scorer)(nil)
 // New is the registry factory.
 var New = scheduling.WithParameters(Type, Parameters{EventsPort: wire.KVEventsPort, BlockSize: kvevents.DefaultBlockSize,
 	MinMatchTokens: 128, MaxPromptTokens: 65536, ResyncSeconds: kvevents.DefaultResyncWindow.Seconds(),
-	ProbeSeconds: kvevents.DefaultProbeInterval.Seconds(), ReplayTimeoutSeconds: kvevents.DefaultReplayTimeout.Seconds()}, build)
+	ProbeSeconds: kvevents.DefaultProbeInterval.Seconds(), ReplayTimeoutSeconds: kvevents.DefaultReplayTimeout.Seconds()}, newScorer)
 
-func build(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+// newScorer checks the parameters, listing every bad value, and opens the
+// tokenizers they name.
+func newScorer(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
 	replay := wire.KVEventsReplayPort
 	if p.ReplayPort != nil {
 		replay = *p.ReplayPort
