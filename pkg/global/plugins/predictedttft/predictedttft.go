@@ -23,7 +23,7 @@ const Type = "member-predicted-ttft"
 // Parameters of the scorer.
 type Parameters struct {
 	// ToleranceSeconds is added to every prediction before the ratio (default 0.01).
-	ToleranceSeconds *float64 `json:"toleranceSeconds"`
+	ToleranceSeconds float64 `json:"toleranceSeconds"`
 	// UnknownRTTSeconds stands for the round trip of a member not measured yet
 	// (default: the largest measured among the candidates, or 0.1 s).
 	UnknownRTTSeconds *float64 `json:"unknownRTTSeconds"`
@@ -43,11 +43,8 @@ var _ scheduling.Scorer = (*Scorer)(nil)
 const defaultUnknownRTT = 0.1
 
 // New is the registry factory.
-var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
-	s := &Scorer{Named: n, tolerance: 0.01, unknownRTT: -1}
-	if p.ToleranceSeconds != nil {
-		s.tolerance = *p.ToleranceSeconds
-	}
+var New = scheduling.WithParameters(Type, Parameters{ToleranceSeconds: 0.01}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+	s := &Scorer{Named: n, tolerance: p.ToleranceSeconds, unknownRTT: -1}
 	if p.UnknownRTTSeconds != nil {
 		s.unknownRTT = *p.UnknownRTTSeconds
 	}

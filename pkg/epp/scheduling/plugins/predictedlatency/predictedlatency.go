@@ -24,15 +24,15 @@ const Type = "predicted-latency"
 type Parameters struct {
 	// AdapterLoadSeconds is added where the adapter must be loaded into a free
 	// slot (default 0.05); AdapterWaitSeconds where every slot is busy (default 1).
-	AdapterLoadSeconds *float64 `json:"adapterLoadSeconds"`
-	AdapterWaitSeconds *float64 `json:"adapterWaitSeconds"`
+	AdapterLoadSeconds float64 `json:"adapterLoadSeconds"`
+	AdapterWaitSeconds float64 `json:"adapterWaitSeconds"`
 	// DecodeTokens, when positive, adds that many of the endpoint's decode steps
 	// to the cost, so that among similar first-token times the endpoint that
 	// streams faster wins (default 0: pure time to first token).
 	DecodeTokens float64 `json:"decodeTokens"`
 	// ToleranceSeconds is added to every prediction before the ratio, so that
 	// differences far below it (1 ms against 2 ms) do not look like 2× (default 0.01).
-	ToleranceSeconds *float64 `json:"toleranceSeconds"`
+	ToleranceSeconds float64 `json:"toleranceSeconds"`
 	// PrefillWorkWeight, when positive, adds that multiple of the time the
 	// endpoint spends on the request's own uncached prompt: the capacity the
 	// choice consumes, which delays whatever comes after it there. It makes a
@@ -55,23 +55,15 @@ type Scorer struct {
 var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
-var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
-	s := &Scorer{Named: n, adapterLoad: 0.05, adapterWait: 1, decode: p.DecodeTokens, work: p.PrefillWorkWeight}
-	if p.AdapterLoadSeconds != nil {
-		s.adapterLoad = *p.AdapterLoadSeconds
-	}
-	s.tolerance = 0.01
-	if p.ToleranceSeconds != nil {
-		s.tolerance = *p.ToleranceSeconds
-	}
-	if p.AdapterWaitSeconds != nil {
-		s.adapterWait = *p.AdapterWaitSeconds
-	}
-	if s.adapterLoad < 0 || s.adapterWait < 0 || s.decode < 0 || s.tolerance < 0 || s.work < 0 {
-		return nil, fmt.Errorf("adapterLoadSeconds, adapterWaitSeconds, decodeTokens, toleranceSeconds and prefillWorkWeight must not be negative")
-	}
-	return s, nil
-})
+var New = scheduling.WithParameters(Type, Parameters{AdapterLoadSeconds: 0.05, AdapterWaitSeconds: 1, ToleranceSeconds: 0.01},
+	func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
+		s := &Scorer{Named: n, adapterLoad: p.AdapterLoadSeconds, adapterWait: p.AdapterWaitSeconds, decode: p.DecodeTokens,
+			tolerance: p.ToleranceSeconds, work: p.PrefillWorkWeight}
+		if s.adapterLoad < 0 || s.adapterWait < 0 || s.decode < 0 || s.tolerance < 0 || s.work < 0 {
+			return nil, fmt.Errorf("adapterLoadSeconds, adapterWaitSeconds, decodeTokens, toleranceSeconds and prefillWorkWeight must not be negative")
+		}
+		return s, nil
+	})
 
 // Predict is the scorer's cost for v in seconds.
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
