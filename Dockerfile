@@ -9,9 +9,12 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS=linux TARGETARCH=amd64
+# The release the binaries report (--version) and whose EPP/BBR image tags the
+# operator deploys by default: `docker build --build-arg VERSION=$(VERSION)`.
+ARG VERSION=0.1.0
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     for cmd in manager epp bbr; do \
-      CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/$cmd ./cmd/$cmd || exit 1; \
+      CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w -X github.com/igw-dev/igw/internal/version.Version=${VERSION}" -o /out/$cmd ./cmd/$cmd || exit 1; \
     done
 
 FROM gcr.io/distroless/static-debian12:nonroot AS manager

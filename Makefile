@@ -5,8 +5,11 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 CONTROLLER_GEN := $(GO) tool controller-gen
 BIN := bin
-# Operator version written into the OLM bundle.
+# The release: built into every binary (--version; the operator's default EPP
+# and BBR image tags) and written into the OLM bundle. Kept equal to
+# internal/version.Default, the Dockerfile's and the chart's (a test checks).
 VERSION ?= 0.1.0
+LDFLAGS := -X github.com/igw-dev/igw/internal/version.Version=$(VERSION)
 CMDS := manager epp bbr modelsim igw-gateway igw-bench-gateway igw-bench
 # Time each fuzz target runs in `make test`: long enough to exercise the parsers, short for CI.
 FUZZTIME ?= 10s
@@ -51,7 +54,7 @@ verify: ## Fail when generated files are stale, code is not gofmt'ed, a product 
 build: $(addprefix $(BIN)/,$(CMDS)) ## Build every binary into bin/.
 
 $(BIN)/%: FORCE
-	@if [ -d cmd/$* ]; then $(GO) build -o $@ ./cmd/$*; else echo "cmd/$* not built yet: skipped"; fi
+	@if [ -d cmd/$* ]; then $(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*; else echo "cmd/$* not built yet: skipped"; fi
 
 .PHONY: FORCE
 FORCE:

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/igw-dev/igw/internal/logging/kubelog"
+	"github.com/igw-dev/igw/internal/version"
 	"github.com/igw-dev/igw/pkg/manager"
 )
 
@@ -18,7 +19,12 @@ func main() {
 	zapOpts := zap.Options{}
 	opts.AddFlags(flag.CommandLine)
 	zapOpts.BindFlags(flag.CommandLine)
+	printVersion := flag.Bool("version", false, version.FlagUsage)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("manager"))
+		return
+	}
 	// client-go logs through klog: both into the one zap log.
 	kubelog.Route(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if err := opts.Validate(); err != nil {

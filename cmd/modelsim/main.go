@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/igw-dev/igw/internal/version"
 	"github.com/igw-dev/igw/pkg/sim"
 )
 
@@ -23,7 +24,12 @@ func main() {
 	}
 	fs := flag.NewFlagSet("modelsim", flag.ExitOnError)
 	opts.AddFlags(fs)
+	printVersion := fs.Bool("version", false, version.FlagUsage)
 	_ = fs.Parse(os.Args[1:])
+	if *printVersion {
+		fmt.Println(version.String("modelsim"))
+		return
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "modelsim: unexpected arguments %q\n", fs.Args())
 		os.Exit(2)

@@ -19,11 +19,13 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/igw-dev/igw/internal/version"
 	"github.com/igw-dev/igw/pkg/manager"
 )
 
-// DefaultVersion is the operator version `make bundle` writes unless told otherwise.
-const DefaultVersion = "0.1.0"
+// DefaultVersion is the operator version `make bundle` writes unless told
+// otherwise: the release the tree builds.
+const DefaultVersion = version.Default
 
 // PackageName is the OLM package of the operator.
 const PackageName = "igw"

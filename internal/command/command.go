@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/igw-dev/igw/internal/version"
 )
 
 // Process is a configured process: Run serves until ctx ends and closes
@@ -44,16 +46,21 @@ type Command struct {
 
 // Run runs the command line args (without the program name) until ctx ends
 // and returns the exit code: 2 for bad flags, 1 when the process cannot
-// start or fails. The log is JSON on stderr.
+// start or fails, 0 after --help or --version (which every command has). The log is JSON on stderr.
 func Run(ctx context.Context, c Command, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(c.Name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.Flags(fs)
-	if err := fs.Parse(args); err != nil {
+	printVersion := fs.Bool("version", false, version.FlagUsage)
+	if err := Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
-		return 2 // pflag has said why, with the usage
+		return 2 // Parse has said why
+	}
+	if *printVersion {
+		fmt.Fprintln(stdout, version.String(c.Name))
+		return 0
 	}
 	if err := c.Check(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
@@ -81,6 +88,17 @@ func Run(ctx context.Context, c Command, args []string, stdout, stderr io.Writer
 		return 1
 	}
 	return 0
+}
+
+// Parse parses args into fs. A bad command line is reported on fs's output
+// with a usage line, and returned; after --help (the flags printed) the error
+// is pflag.ErrHelp. pflag itself reports nothing with ContinueOnError.
+func Parse(fs *pflag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(fs.Output(), "%s: %v\nusage: %s [flags] ('%s --help' lists them)\n", fs.Name(), err, fs.Name(), fs.Name())
+	}
+	return err
 }
 
 // Main runs the process's own command line until SIGINT or SIGTERM and exits

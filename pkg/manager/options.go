@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/igw-dev/igw/internal/version"
 )
 
 // Options are the operator's flags, defaults and validation in one place.
@@ -35,7 +37,8 @@ type Options struct {
 	ExtensionHookBound time.Duration
 }
 
-// NewOptions returns the defaults.
+// NewOptions returns the defaults. The EPP and BBR images are those of the
+// operator's own release (internal/version), so the three do not drift apart.
 func NewOptions() *Options {
 	return &Options{
 		MetricsAddr:             ":8443",
@@ -43,8 +46,8 @@ func NewOptions() *Options {
 		ProbeAddr:               ":8081",
 		LeaderElectionID:        "igw-operator.igw.dev",
 		SyncPeriod:              10 * time.Hour,
-		EPPImage:                "ghcr.io/igw-dev/igw-epp:latest",
-		BBRImage:                "ghcr.io/igw-dev/igw-bbr:latest",
+		EPPImage:                "ghcr.io/igw-dev/igw-epp:" + version.Version,
+		BBRImage:                "ghcr.io/igw-dev/igw-bbr:" + version.Version,
 		MaxConcurrentReconciles: 4,
 		ExtensionServerAddr:     ":5005",
 		ExtensionHookBound:      2 * time.Minute,

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +29,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/igw-dev/igw/internal/command"
+	"github.com/igw-dev/igw/internal/version"
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/des"
 	"github.com/igw-dev/igw/pkg/bench/grid"
@@ -84,20 +87,26 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
 Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, igw, oracle" + `
 (--mode live runs all but oracle, which needs the simulators' exact state.)
 --igw-config FILE runs igw with that EPP configuration instead of the built-in one.
+igw-bench COMMAND --help lists a command's flags; igw-bench --version prints the version.
 `
 
 // Main runs the command line args (without the program name) and returns the
-// exit code.
+// exit code: 0 after --help or --version, 2 for a bad command line (with a
+// usage line), 1 when a run fails. Flags are GNU style (--name value or
+// --name=value), as every igw binary's.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+		return 2
 	}
 	var err error
 	switch args[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, version.String("igw-bench"))
+		return 0
 	case "run":
 		err = run(ctx, args[1:], stdout, stderr)
 	case "grid":
@@ -107,15 +116,54 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "fidelity":
 		err = runFidelity(ctx, args[1:], stdout, stderr)
 	default:
-		err = fmt.Errorf("unknown command %q\n\n%s", args[0], usage)
+		err = usageErrorf("unknown command %q\n\n%s", args[0], usage)
 	}
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+	var bad usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &bad):
+		if !bad.said {
 			fmt.Fprintln(stderr, "igw-bench:", err)
+			fmt.Fprintln(stderr, "usage: igw-bench COMMAND [flags] ('igw-bench --help' lists them)")
 		}
+		return 2
+	default:
+		fmt.Fprintln(stderr, "igw-bench:", err)
 		return 1
 	}
-	return 0
+}
+
+// usageError is a bad command line: exit 2. said is set when the flag
+// parser has already printed the error with the usage.
+type usageError struct {
+	err  error
+	said bool
+}
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{err: fmt.Errorf(format, args...)}
+}
+
+// parse parses a subcommand's flags; an error is a usageError already
+// printed with a usage line, or pflag.ErrHelp. Positional arguments are
+// refused.
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := command.Parse(fs, args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err: err, said: true}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("%s: unexpected arguments %q", fs.Name(), fs.Args())
+	}
+	return nil
 }
 
 // common are the flags of run and grid.
@@ -131,23 +179,25 @@ type common struct {
 	igwConfig string
 }
 
-// subcommand is the flag set of one subcommand, writing its messages to stderr.
-func subcommand(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// subcommand is the flag set of one subcommand, writing its messages and
+// --help to stderr.
+func subcommand(name string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("igw-bench "+name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.SortFlags = false
 	return fs
 }
 
 // commonFlags is the flag set of a subcommand that runs scenarios, with the
 // common flags registered (results in defaultOut unless --out says).
-func commonFlags(name string, stderr io.Writer, defaultOut string) (*flag.FlagSet, *common) {
+func commonFlags(name string, stderr io.Writer, defaultOut string) (*pflag.FlagSet, *common) {
 	fs := subcommand(name, stderr)
 	c := &common{}
 	c.register(fs, defaultOut)
 	return fs, c
 }
 
-func (c *common) register(fs *flag.FlagSet, defaultOut string) {
+func (c *common) register(fs *pflag.FlagSet, defaultOut string) {
 	fs.StringVar(&c.policies, "policies", strings.Join(policies.Names, ","), "comma-separated policies to run")
 	fs.IntVar(&c.seeds, "seeds", 1, "number of seeds (1..N) per policy")
 	fs.StringVar(&c.mode, "mode", "des", "des (virtual time) or live (real HTTP on loopback)")
@@ -159,22 +209,22 @@ func (c *common) register(fs *flag.FlagSet, defaultOut string) {
 	fs.StringVar(&c.igwConfig, "igw-config", "", "EPP configuration file (YAML) the igw policy runs instead of the built-in one, for experiments")
 }
 
-// resolve validates the flags and returns the backend and the policies to
-// run on it. Policies the backend cannot run are left out with a note on
+// resolve validates the flags (a usageError when one is wrong) and returns
+// the backend and the policies to run on it. Policies the backend cannot run are left out with a note on
 // stderr (the oracle in live mode); none left is an error.
 func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 	if c.seeds < 1 {
-		return nil, nil, fmt.Errorf("--seeds must be at least 1")
+		return nil, nil, usageErrorf("--seeds must be at least 1")
 	}
 	newBackend, ok := backends[c.mode]
 	if !ok {
-		return nil, nil, fmt.Errorf("unknown --mode %q (des or live)", c.mode)
+		return nil, nil, usageErrorf("unknown --mode %q (des or live)", c.mode)
 	}
 	switch {
 	case c.speedup != 0 && c.mode != "live":
-		return nil, nil, fmt.Errorf("--speedup applies to --mode live only")
+		return nil, nil, usageErrorf("--speedup applies to --mode live only")
 	case c.parallel < 0:
-		return nil, nil, fmt.Errorf("--parallel must not be negative")
+		return nil, nil, usageErrorf("--parallel must not be negative")
 	}
 	if c.parallel == 0 && c.mode == "live" {
 		// Fleets side by side add to each other's transport time, which the
@@ -185,17 +235,17 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 	if c.igwConfig != "" {
 		data, err := os.ReadFile(c.igwConfig)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--igw-config: %w", err)
+			return nil, nil, usageErrorf("--igw-config: %w", err)
 		}
 		if _, err := config.Load(data, plugins.NewRegistry()); err != nil {
-			return nil, nil, fmt.Errorf("--igw-config %s: %w", c.igwConfig, err)
+			return nil, nil, usageErrorf("--igw-config %s: %w", c.igwConfig, err)
 		}
 		bo.igwConfig = string(data)
 	}
 	b := newBackend(bo)
 	if v, ok := b.(validator); ok {
 		if err := v.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("--mode %s: %w", c.mode, err)
+			return nil, nil, usageErrorf("--mode %s: %w", c.mode, err)
 		}
 	}
 	var names []string
@@ -206,7 +256,7 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 			continue
 		}
 		if !policies.Known(p) {
-			return nil, nil, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(policies.Names, ", "))
+			return nil, nil, usageErrorf("unknown policy %q (known: %s)", p, strings.Join(policies.Names, ", "))
 		}
 		if pc, ok := b.(policyChecker); ok {
 			if err := pc.SupportsPolicy(p); err != nil {
@@ -219,9 +269,9 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 	}
 	if len(names) == 0 {
 		if skipped {
-			return nil, nil, fmt.Errorf("--policies names no policy --mode %s can run", c.mode)
+			return nil, nil, usageErrorf("--policies names no policy --mode %s can run", c.mode)
 		}
-		return nil, nil, fmt.Errorf("--policies names no policy")
+		return nil, nil, usageErrorf("--policies names no policy")
 	}
 	return b, names, nil
 }
@@ -254,17 +304,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "table", "json or table")
 	traces := fs.String("trace", "", "directory to write every request's record into, one CSV per policy and seed")
 	first := fs.Int("first-seed", 1, "first seed: runs seeds S..S+N-1 (a held-out set besides the grid's 1..N)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *file == "" {
-		return fmt.Errorf("run: --scenario FILE is required")
+		return usageErrorf("run: --scenario FILE is required")
 	}
 	if *format != "json" && *format != "table" {
-		return fmt.Errorf("--format must be json or table, got %q", *format)
+		return usageErrorf("--format must be json or table, got %q", *format)
 	}
 	if *first < 1 {
-		return fmt.Errorf("--first-seed must be at least 1")
+		return usageErrorf("--first-seed must be at least 1")
 	}
 	sc, err := loadShortened(*file, c.duration)
 	if err != nil {
@@ -354,7 +404,7 @@ func writeTraces(dir, name string, outcomes []bench.Outcome) error {
 func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := commonFlags("grid", stderr, "docs/benchmarks")
 	dir := fs.String("scenarios", "bench/scenarios", "directory of scenario files (*.yaml)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	b, names, err := c.resolve(stderr)

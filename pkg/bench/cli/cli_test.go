@@ -266,3 +266,38 @@ func TestIGWConfigReplacesTheBuiltInConfiguration(t *testing.T) {
 		t.Fatalf("bad configuration: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestCommandLine holds igw-bench to the other binaries' conventions: --help
+// and --version exit 0, a bad command line exits 2 with a usage line, and
+// flags take the one GNU syntax (a single dash is a shorthand, and the
+// subcommands have none).
+func TestCommandLine(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"grid", "--help"}, {"demo", "--help"}, {"fidelity", "-h"}} {
+		stdout, stderr, code := runCLI(t, args...)
+		if code != 0 || !strings.Contains(stdout+stderr, "--duration") {
+			t.Errorf("%q: exit %d, output %q", args, code, stdout+stderr)
+		}
+	}
+	if stdout, _, code := runCLI(t, "--version"); code != 0 || !strings.HasPrefix(stdout, "igw-bench ") {
+		t.Errorf("--version: exit %d, stdout %q", code, stdout)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "igw-bench run"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"run", "--frobnicate"}, "usage: igw-bench run [flags]"},
+		{[]string{"run", "-scenario", small}, "usage: igw-bench run [flags]"},
+		{[]string{"grid", "--seeds", "many"}, "usage: igw-bench grid [flags]"},
+		{[]string{"demo", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"run"}, "--scenario FILE is required"},
+		{[]string{"run", "--scenario", small, "--seeds", "0"}, "--seeds must be at least 1"},
+		{[]string{"fidelity", "--tolerance", "0"}, "--tolerance must be positive"},
+	} {
+		_, stderr, code := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d (want 2), stderr %q (want %q)", tc.args, code, stderr, tc.want)
+		}
+	}
+}

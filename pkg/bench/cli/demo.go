@@ -39,15 +39,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	duration := fs.Duration("duration", 0, "shorten the workload to this much arrival time (warmup scaled alike)")
 	speedup := fs.Float64("speedup", demoSpeedup, "run the simulated GPUs this many times faster than real ones (0: as fast as the machine keeps up with, at most real time)")
 	file := fs.String("scenario", "", "scenario file to demo instead of the built-in fleet")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("demo: unexpected arguments %q", fs.Args())
 	}
 	b := &live.Backend{Speedup: *speedup, Log: stderr}
 	if err := b.Validate(); err != nil {
-		return fmt.Errorf("--speedup: %w", err)
+		return usageErrorf("--speedup: %w", err)
 	}
 	sc, err := demoScenarioFrom(*file, *duration)
 	if err != nil {

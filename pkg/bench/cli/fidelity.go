@@ -32,11 +32,11 @@ func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Float64Var(&c.speedup, "speedup", fidelitySpeedup, "live: simulated GPU speed relative to real ones")
 	fs.IntVar(&c.parallel, "parallel", 0, "live runs at a time (0: all at once; in slow motion they barely load the machine)")
 	tolerance := fs.Float64("tolerance", 0.15, "largest relative difference accepted")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if !(*tolerance > 0) {
-		return fmt.Errorf("--tolerance must be positive, got %g", *tolerance)
+		return usageErrorf("--tolerance must be positive, got %g", *tolerance)
 	}
 	sc, err := loadShortened(*file, c.duration)
 	if err != nil {
