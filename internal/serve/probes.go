@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/igw-dev/igw/pkg/apierror"
 )
 
 // ExtProcService is the grpc.health.v1 service name an ext_proc server
@@ -45,8 +47,9 @@ func (h *Health) Server() *grpc.Server {
 
 // ProbeMux serves metrics on /metrics, liveness on /healthz ("ok" while the
 // process serves HTTP) and readiness on /readyz: {"ready": ok, "detail":
-// detail} as JSON, with 503 while not ready.
-func ProbeMux(metrics http.Handler, ready func() (bool, map[string]any)) *http.ServeMux {
+// detail} as JSON, with 503 while not ready. Other paths get an OpenAI-style
+// 404.
+func ProbeMux(metrics http.Handler, ready func() (bool, map[string]any)) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -58,5 +61,5 @@ func ProbeMux(metrics http.Handler, ready func() (bool, map[string]any)) *http.S
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "detail": detail})
 	})
-	return mux
+	return apierror.Routes(mux, "This port serves /metrics, /healthz and /readyz.")
 }

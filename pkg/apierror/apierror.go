@@ -108,3 +108,53 @@ func RateLimited(retryAfterSeconds int, format string, args ...any) *Error {
 func Internal(format string, args ...any) *Error {
 	return newf(http.StatusInternalServerError, "server_error", "internal_error", format, args...)
 }
+
+// Routes wraps mux so that the answers ServeMux writes itself, a 404 for a
+// path no pattern matches and a 405 for a method the path's patterns do not
+// take (with their Allow header), are OpenAI errors rather than plain text.
+// served, appended to the 404's message, says what the server serves.
+func Routes(mux *http.ServeMux, served string) http.Handler {
+	return RoutesWriting(mux, served, func(w http.ResponseWriter, e *Error) { e.Write(w) })
+}
+
+// RoutesWriting is Routes for a server that writes errors in its own shape
+// (the simulator's vLLM errors): write sends e.
+func RoutesWriting(mux *http.ServeMux, served string, write func(w http.ResponseWriter, e *Error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(&muxAnswer{ResponseWriter: w, r: r, served: served, write: write}, r)
+	})
+}
+
+// muxAnswer replaces the plain-text 404 and 405 ServeMux writes when no
+// pattern matches; other answers (a redirect to the clean path) pass.
+type muxAnswer struct {
+	http.ResponseWriter
+	r        *http.Request
+	served   string
+	write    func(http.ResponseWriter, *Error)
+	replaced bool
+}
+
+func (m *muxAnswer) WriteHeader(status int) {
+	switch status {
+	case http.StatusNotFound:
+		m.replaced = true
+		m.write(m.ResponseWriter, UnknownURL(m.r.Method, m.r.URL.Path, m.served))
+	case http.StatusMethodNotAllowed:
+		m.replaced = true
+		m.write(m.ResponseWriter, MethodNotAllowed(m.r.Method, m.r.URL.Path))
+	default:
+		m.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (m *muxAnswer) Write(b []byte) (int, error) {
+	if m.replaced {
+		return len(b), nil
+	}
+	return m.ResponseWriter.Write(b)
+}

@@ -175,10 +175,19 @@ func TestRunnerServesTheModelList(t *testing.T) {
 			t.Errorf("%s /v1/models: %d Allow %q %s", method, status, h.Get("Allow"), body)
 		}
 	}
-	for _, path := range []string{"/v1/chat/completions", "/metrics", "/v1/models/qwen3-32b"} {
+	for _, path := range []string{"/v1/chat/completions", "/metrics", "/v2/models"} {
 		if status, _, body := do(http.MethodGet, path); status != http.StatusNotFound || !bytes.Contains(body, []byte(`"code":"unknown_url"`)) {
 			t.Errorf("GET %s on the models port: %d %s, want the OpenAI 404", path, status, body)
 		}
+	}
+	// One model: the OpenAI model object, with its parent for an adapter; an
+	// unknown id is OpenAI's model_not_found.
+	if status, _, body := do(http.MethodGet, "/v1/models/sql-lora"); status != http.StatusOK ||
+		!bytes.Contains(body, []byte(`"id":"sql-lora","object":"model"`)) || !bytes.Contains(body, []byte(`"parent":"qwen3-32b"`)) {
+		t.Errorf("GET /v1/models/sql-lora: %d %s", status, body)
+	}
+	if status, _, body := do(http.MethodGet, "/v1/models/gpt-9"); status != http.StatusNotFound || !bytes.Contains(body, []byte(`"code":"model_not_found"`)) {
+		t.Errorf("GET /v1/models/gpt-9: %d %s, want the OpenAI 404", status, body)
 	}
 
 	metrics := httpGet(t, "http://"+r.Addr("metrics")+"/metrics")

@@ -124,14 +124,11 @@ func (r *Runner) httpHandler() http.Handler {
 	})
 }
 
-// modelsHandler serves GET /v1/models (the OpenAI model list; other methods
-// get 405) and an OpenAI-style 404 for every other path. The gateway routes
-// only that path here.
+// modelsHandler serves GET /v1/models (the OpenAI model list) and GET
+// /v1/models/{id} (one model; other methods get 405) and an OpenAI-style 404
+// for every other path. The gateway routes only those paths here.
 func (r *Runner) modelsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(wire.ModelsPath, r.Models)
-	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-		apierror.UnknownURL(req.Method, req.URL.Path, "The body-based router serves only GET "+wire.ModelsPath+" on this port.").Write(w)
-	})
-	return mux
+	r.Models.Mount(mux)
+	return apierror.Routes(mux, "The body-based router serves only GET "+wire.ModelsPath+" and "+wire.ModelsPath+"/{id} on this port.")
 }

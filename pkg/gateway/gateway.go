@@ -31,10 +31,10 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/requestbody"
-	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Gateway is a configured gateway, not yet serving.
@@ -98,20 +98,17 @@ func (g *Gateway) poolFor(model, base string) *pool {
 	return g.catchAll
 }
 
-// Handler serves the OpenAI API, /v1/models, /healthz and /readyz.
+// Handler serves the OpenAI API, /v1/models (and /v1/models/{id}), /healthz
+// and /readyz; an unknown path or a wrong method gets an OpenAI error.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, path := range InferencePaths {
 		mux.HandleFunc("POST "+path, g.serveInference)
 	}
-	mux.Handle(wire.ModelsPath, &g.models)
+	g.models.Mount(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", g.serveReady)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		e := notFoundPath(r.Method, r.URL.Path)
-		e.Write(w)
-	})
-	return mux
+	return apierror.Routes(mux, servedPaths)
 }
 
 // InferencePaths are the OpenAI endpoints the gateway routes.

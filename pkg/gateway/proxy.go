@@ -270,7 +270,5 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// notFoundPath is the OpenAI-style answer for a path the gateway does not serve.
-func notFoundPath(method, path string) *apierror.Error {
-	return apierror.UnknownURL(method, path, "The gateway serves "+strings.Join(InferencePaths, ", ")+" and GET /v1/models.")
-}
+// servedPaths ends the message of a 404 for a path the gateway does not serve.
+var servedPaths = "The gateway serves POST " + strings.Join(InferencePaths, ", ") + " and GET " + wire.ModelsPath + "."

@@ -1,4 +1,5 @@
-// Package openaimodels is the OpenAI model list (GET /v1/models) as igw's
+// Package openaimodels is the OpenAI model list (GET /v1/models, and GET
+// /v1/models/{id} for one) as igw's
 // gateways answer it: the shape vLLM and the OpenAI API send, the served-model
 // file the operator renders for the body-based router, and a handler that
 // serves the list and can be given a new one at any time.
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 
 	"github.com/igw-dev/igw/internal/clock"
 	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // OwnedBy is the owned_by of every model an igw gateway lists.
@@ -137,6 +140,7 @@ type Catalog struct {
 	entries []Entry
 	created map[string]int64
 	body    []byte
+	byID    map[string][]byte // each model's object, for GET /v1/models/{id}
 }
 
 // Set replaces the list.
@@ -145,6 +149,7 @@ func (c *Catalog) Set(entries []Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	created := make(map[string]int64, len(entries))
+	byID := make(map[string][]byte, len(entries))
 	list := List{Object: "list", Data: make([]Model, 0, len(entries))}
 	for _, e := range entries {
 		t, ok := c.created[e.ID]
@@ -152,10 +157,19 @@ func (c *Catalog) Set(entries []Entry) {
 			t = at
 		}
 		created[e.ID] = t
-		list.Data = append(list.Data, e.Model(t))
+		m := e.Model(t)
+		list.Data = append(list.Data, m)
+		byID[e.ID], _ = json.Marshal(m) // cannot fail: strings and numbers
 	}
-	body, _ := json.Marshal(list) // cannot fail: strings and numbers
-	c.set, c.entries, c.created, c.body = true, append([]Entry(nil), entries...), created, body
+	body, _ := json.Marshal(list)
+	c.set, c.entries, c.created, c.body, c.byID = true, append([]Entry(nil), entries...), created, body, byID
+}
+
+// Mount serves the catalog on mux: the list at /v1/models and each model at
+// /v1/models/{id} (an id may hold slashes, as Hugging Face names do).
+func (c *Catalog) Mount(mux *http.ServeMux) {
+	mux.Handle(wire.ModelsPath, c)
+	mux.Handle(wire.ModelsPath+"/", c)
 }
 
 // Entries returns the list in use; ok is false until Set was called.
@@ -165,21 +179,32 @@ func (c *Catalog) Entries() (entries []Entry, ok bool) {
 	return append([]Entry(nil), c.entries...), c.set
 }
 
-// ServeHTTP answers GET and HEAD with the list (application/json), any other
-// method with an OpenAI-style 405, and, before the first Set, a 503.
+// ServeHTTP answers GET and HEAD with the list (application/json) at
+// /v1/models, with the model object at /v1/models/{id} or OpenAI's 404 for an
+// id not listed, any other method with an OpenAI-style 405, and, before the
+// first Set, a 503.
 func (c *Catalog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		apierror.MethodNotAllowed(r.Method, r.URL.Path).Write(w)
 		return
 	}
+	id := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, wire.ModelsPath), "/")
 	c.mu.RLock()
 	body, set := c.body, c.set
+	model, listed := c.byID[id]
 	c.mu.RUnlock()
+	if id != "" {
+		body = model
+	}
 	if !set {
 		e := apierror.Unavailable("The model list is not loaded yet; retry shortly.")
 		e.Code, e.RetryAfterSeconds = "model_list_unavailable", 1
 		e.Write(w)
+		return
+	}
+	if id != "" && !listed {
+		apierror.ModelNotFound(id).Write(w)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

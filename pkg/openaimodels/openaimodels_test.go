@@ -154,3 +154,34 @@ func TestCatalogBeforeTheFirstListIsUnavailable(t *testing.T) {
 		t.Fatal("Entries says a list is in use before Set")
 	}
 }
+
+func TestCatalogServesEachModel(t *testing.T) {
+	var c Catalog
+	c.Now = func() time.Time { return time.Unix(1700000000, 0) }
+	c.Set([]Entry{{ID: "meta-llama/Llama-3.1-8B"}, {ID: "sql-lora", Parent: "meta-llama/Llama-3.1-8B"}})
+	mux := http.NewServeMux()
+	c.Mount(mux)
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/v1/models/sql-lora", 200, `{"id":"sql-lora","object":"model","created":1700000000,"owned_by":"igw","root":"sql-lora","parent":"meta-llama/Llama-3.1-8B"}`},
+		// Clients send a slash in an id as it is (openai-go) or escaped (the openai npm package).
+		{"/v1/models/meta-llama/Llama-3.1-8B", 200, `{"id":"meta-llama/Llama-3.1-8B","object":"model","created":1700000000,"owned_by":"igw","root":"meta-llama/Llama-3.1-8B","parent":null}`},
+		{"/v1/models/meta-llama%2FLlama-3.1-8B", 200, `"id":"meta-llama/Llama-3.1-8B"`},
+		{"/v1/models/gpt-9", 404, `{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+		{"/v1/models/", 200, `"object":"list"`},
+	} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.want) || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("GET %s: %d %s %q, want %d with %s", tc.path, rec.Code, rec.Header().Get("Content-Type"), rec.Body, tc.status, tc.want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/v1/models/sql-lora", nil))
+	if rec.Code != http.StatusMethodNotAllowed || !strings.Contains(rec.Body.String(), `"code":"method_not_allowed"`) {
+		t.Errorf("DELETE: %d %q", rec.Code, rec.Body)
+	}
+}

@@ -84,6 +84,7 @@ type chatMessage struct {
 // generation is a parsed request, ready for the engine.
 type generation struct {
 	chat            bool
+	responses       bool   // answered in the Responses API's shapes
 	model           string // as the client named it
 	adapter         string
 	prompt          []uint32
@@ -233,7 +234,8 @@ func contentText(raw json.RawMessage) (string, error) {
 	}
 	texts := make([]string, 0, len(parts))
 	for _, p := range parts {
-		if p.Type != "text" {
+		// text is Chat Completions'; input_text and output_text the Responses API's.
+		if p.Type != "text" && p.Type != "input_text" && p.Type != "output_text" {
 			return "", badRequest("messages", "content part type %q is not supported by the simulator", p.Type)
 		}
 		texts = append(texts, p.Text)

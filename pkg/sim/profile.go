@@ -34,6 +34,10 @@ type Model struct {
 	KVBytesPerToken float64
 	// MaxModelLen is the context length the model supports.
 	MaxModelLen int
+	// EmbeddingDim, when set, makes the model an embedding model (vLLM's
+	// pooling runner): it serves /v1/embeddings with vectors this long, and
+	// not the generation APIs.
+	EmbeddingDim int
 }
 
 // WeightBytes is the size of the model's BF16 weights.
@@ -58,6 +62,9 @@ var models = []Model{
 	{Name: "llama-3.1-8b", Params: 8.03e9, KVBytesPerToken: 128 << 10, MaxModelLen: 131072},
 	{Name: "qwen3-32b", Params: 32.8e9, KVBytesPerToken: 256 << 10, MaxModelLen: 40960},
 	{Name: "llama-3.1-70b", Params: 70.6e9, KVBytesPerToken: 320 << 10, MaxModelLen: 131072},
+	// intfloat/e5-mistral-7b-instruct: Mistral 7B's 32 layers of 8 KV heads of
+	// 128 (128 KiB a token), a 4096-token context, 4096-wide embeddings.
+	{Name: "e5-mistral-7b", Params: 7.11e9, KVBytesPerToken: 128 << 10, MaxModelLen: 4096, EmbeddingDim: 4096},
 }
 
 // GPUNames and ModelNames list the built-in profiles.

@@ -8,6 +8,13 @@ import (
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
+// renderer renders one request's answer: whole, or as the server-sent events
+// of output tokens [from, to) (the last with done and the finish event).
+type renderer interface {
+	whole(fin Event) []byte
+	chunk(from, to int, done bool, fin Event) []byte
+}
+
 // responder renders one request's response in vLLM's JSON shapes. Streams are
 // assembled by appending bytes, not by reflection, because one simulator
 // process serves hundreds of streams.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 )
 
@@ -27,6 +28,9 @@ type Server struct {
 	rt          *realtime
 	servedNames []string
 	started     time.Time
+	// embeddingDim is the embedding model profile's vector length; 0 for a
+	// generative model.
+	embeddingDim int
 
 	// kvEvents publishes KV cache events (nil without --kv-events-config).
 	kvEvents *KVEventPublisher
@@ -53,6 +57,9 @@ func NewServer(opts Options) (*Server, error) {
 		servedNames: opts.servedNames(),
 		started:     time.Now(),
 		adapters:    make(map[string]LoRAModule),
+	}
+	if m, err := LookupModel(opts.Model); err == nil {
+		s.embeddingDim = m.EmbeddingDim
 	}
 	for _, mod := range opts.LoRAModules {
 		if mod.BaseModelName != "" && !slices.Contains(s.servedNames, mod.BaseModelName) {
@@ -140,6 +147,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", s.generationHandler(s.completionGeneration))
 	mux.HandleFunc("POST /v1/chat/completions", s.generationHandler(s.chatGeneration))
+	mux.HandleFunc("POST /v1/responses", s.generationHandler(s.responsesGeneration))
+	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/load_lora_adapter", s.handleLoadAdapter)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", s.handleUnloadAdapter)
@@ -150,7 +159,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /reset_prefix_cache", s.handleResetPrefixCache)
 	mux.HandleFunc("GET /debug/kv_blocks", s.handleKVBlocks)
-	return mux
+	return apierror.RoutesWriting(mux, "The simulator serves vLLM's OpenAI API: POST /v1/completions, /v1/chat/completions, /v1/responses, /v1/embeddings; GET /v1/models.",
+		func(w http.ResponseWriter, e *apierror.Error) {
+			(&apiError{Status: e.Status, Type: http.StatusText(e.Status), Message: e.Message}).write(w)
+		})
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
@@ -199,12 +211,29 @@ func (s *Server) chatGeneration(body []byte) (*generation, error) {
 	return s.newGeneration(&req.samplingFields, req.promptTokens, true)
 }
 
+func (s *Server) responsesGeneration(body []byte) (*generation, error) {
+	req, err := parseResponses(body)
+	if err != nil {
+		return nil, err
+	}
+	gen, err := s.newGeneration(&req.samplingFields, req.promptTokens, true)
+	if err != nil {
+		return nil, err
+	}
+	gen.responses = true
+	gen.includeUsage = true // response.completed carries it
+	return gen, nil
+}
+
 // newGeneration resolves the model f names, then reads the prompt: an unknown
 // model is reported before a bad prompt.
 func (s *Server) newGeneration(f *samplingFields, promptTokens func() ([]uint32, error), chat bool) (*generation, error) {
 	adapter, err := s.resolveModel(f.Model)
 	if err != nil {
 		return nil, err
+	}
+	if s.embeddingDim > 0 {
+		return nil, badRequest("model", "The model `%s` is an embedding model: it serves /v1/embeddings only.", s.opts.Model)
 	}
 	prompt, err := promptTokens()
 	if err != nil {
@@ -251,7 +280,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, gen *generatio
 		badRequest("", "%v", err).write(w)
 		return
 	}
-	resp := newResponder(gen, id, s.opts.EnablePromptTokensDetails)
+	var resp renderer = newResponder(gen, id, s.opts.EnablePromptTokensDetails)
+	if gen.responses {
+		resp = newResponsesRenderer(gen, id)
+	}
 	if !gen.stream {
 		if !s.wait(r, id, st) {
 			return
