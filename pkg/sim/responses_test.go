@@ -131,9 +131,9 @@ func TestEmbeddings(t *testing.T) {
 	}
 	for body, param := range map[string]string{
 		`{"model":"e5-mistral-7b","input":"x","encoding_format":"hex"}`: "encoding_format",
-		`{"model":"e5-mistral-7b","input":"x","dimensions":8}`:           "dimensions",
-		`{"model":"e5-mistral-7b","input":[]}`:                           "input",
-		`{"model":"e5-mistral-7b"}`:                                      "input",
+		`{"model":"e5-mistral-7b","input":"x","dimensions":8}`:          "dimensions",
+		`{"model":"e5-mistral-7b","input":[]}`:                          "input",
+		`{"model":"e5-mistral-7b"}`:                                     "input",
 	} {
 		status, out := post(t, base+"/v1/embeddings", body)
 		var e struct {
