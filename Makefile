@@ -47,7 +47,7 @@ fmt: ## gofmt the tree.
 	gofmt -w $$(git ls-files '*.go' --cached --others --exclude-standard)
 
 .PHONY: verify
-verify: ## Fail when generated files are stale, code is not gofmt'ed, a product package imports pkg/bench, pkg/sim or pkg/tokenizer, or go vet complains.
+verify: ## Fail when go.mod is not tidy, generated files are stale, code is not gofmt'ed, a product package imports pkg/bench, pkg/sim or pkg/tokenizer, or go vet or staticcheck complains.
 	hack/verify.sh
 
 .PHONY: build

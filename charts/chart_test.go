@@ -794,6 +794,7 @@ func TestEnvoyGatewayValues(t *testing.T) {
 		t.Errorf("maxMessageSize %v, want the server's limit of %d bytes", em.MaxMessageSize, egext.MaxMessageBytes)
 	}
 	if em.Service == nil || em.Service.FQDN == nil || em.Service.IP != nil || em.Service.Unix != nil ||
+		//lint:ignore SA1019 the deprecated host must stay unset beside the fqdn.
 		em.Service.Host != "" || em.Service.TLS != nil {
 		t.Fatalf("service %+v: want exactly one target, a plaintext fqdn", em.Service)
 	}

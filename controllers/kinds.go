@@ -19,10 +19,10 @@ import (
 // Optional kinds: their CRDs come with Gateway API, the inference extension and
 // Envoy Gateway, any of which may be missing (or installed after the operator).
 var (
-	GVKInferencePool        = infv1.SchemeGroupVersion.WithKind("InferencePool")
-	GVKGateway              = gwapiv1.SchemeGroupVersion.WithKind("Gateway")
-	GVKHTTPRoute            = gwapiv1.SchemeGroupVersion.WithKind("HTTPRoute")
-	GVKReferenceGrant       = gwapiv1beta1.SchemeGroupVersion.WithKind("ReferenceGrant")
+	GVKInferencePool        = schema.GroupVersion(infv1.GroupVersion).WithKind("InferencePool")
+	GVKGateway              = schema.GroupVersion(gwapiv1.GroupVersion).WithKind("Gateway")
+	GVKHTTPRoute            = schema.GroupVersion(gwapiv1.GroupVersion).WithKind("HTTPRoute")
+	GVKReferenceGrant       = schema.GroupVersion(gwapiv1beta1.GroupVersion).WithKind("ReferenceGrant")
 	GVKBackendTrafficPolicy = egv1a1.GroupVersion.WithKind(egv1a1.KindBackendTrafficPolicy)
 	GVKEnvoyExtensionPolicy = egv1a1.GroupVersion.WithKind(egv1a1.KindEnvoyExtensionPolicy)
 	GVKClientTrafficPolicy  = egv1a1.GroupVersion.WithKind(egv1a1.KindClientTrafficPolicy)
@@ -35,7 +35,7 @@ func crdSource(gvk schema.GroupVersionKind) string {
 	switch gvk.Group {
 	case gwapiv1.GroupName:
 		return "Gateway API (standard channel)"
-	case infv1.SchemeGroupVersion.Group:
+	case infv1.GroupVersion.Group:
 		return "the Gateway API Inference Extension"
 	case egv1a1.GroupName:
 		return "Envoy Gateway v1.9"
@@ -113,7 +113,7 @@ func (k *Kinds) ForgetMissing() {
 }
 
 // watchedGroups are the API groups whose CRDs the operator waits for.
-var watchedGroups = []string{gwapiv1.GroupName, infv1.SchemeGroupVersion.Group, egv1a1.GroupName}
+var watchedGroups = []string{gwapiv1.GroupName, infv1.GroupVersion.Group, egv1a1.GroupName}
 
 // isWatchedCRD reports whether a CRD's name ("plural.group") is of a watched group.
 func isWatchedCRD(name string) bool {

@@ -13,6 +13,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "gateway.igw.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the igw types with a runtime.Scheme.
+	//lint:ignore SA1019 kubebuilder's layout for API packages; the types' init functions register through it.
 	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
 
 	// AddToScheme adds the igw types to a scheme.

@@ -145,6 +145,7 @@ func applyHeaderMutation(h *Headers, m *extprocv3.HeaderMutation, ignored *[]str
 		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
 			// The zero value defers to the deprecated append flag, which defaults to
 			// false in ext_proc (unlike elsewhere in Envoy): overwrite.
+			//lint:ignore SA1019 Envoy still honours the deprecated flag here, so the stand-in does too.
 			if opt.GetAppend().GetValue() {
 				*h = append(*h, Header{Key: key, Value: value})
 			} else {

@@ -429,11 +429,6 @@ func specialLanes(w uint64) uint64 {
 	return ((q-lanesLow)&^q | (bs-lanesLow)&^bs | (w-0x20*lanesLow)&^w) & lanesHigh
 }
 
-// zeroBytes has the high bit set in exactly the bytes of x that are zero.
-func zeroBytes(x uint64) uint64 {
-	return ^((x&lows7 + lows7) | x | lows7)
-}
-
 // controlBytes has the high bit set in exactly the bytes of x below 0x20: a
 // lane's low seven bits plus 0x60 reach the high bit from 0x20 on, and carry
 // into no other lane.

@@ -170,8 +170,8 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	rule := m.route.Spec.Rules[m.rule]
-	for _, f := range rule.Filters {
-		dr, err := e.directResponse(rc, m.route.Namespace, f)
+	if len(rule.Filters) > 0 { // the front plays the first filter: a rendered rule has at most one
+		dr, err := e.directResponse(rc, m.route.Namespace, rule.Filters[0])
 		if err != nil {
 			return err
 		}
