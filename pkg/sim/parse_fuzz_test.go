@@ -189,3 +189,35 @@ func FuzzParseTokenIDs(f *testing.F) {
 		}
 	})
 }
+
+func FuzzResponsesRequest(f *testing.F) {
+	fuzzRequest(f, true, []string{`{"input":"hi","max_output_tokens":3}`, `{"input":"hi","instructions":"Be brief."}`,
+		`{"input":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"output_text","text":"b"}]}]}`,
+		`{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`, `{"input":[]}`, `{"input":null}`, `{"input":3}`, `{`},
+		func(body []byte) (*samplingFields, func() ([]uint32, error), error) {
+			req, err := parseResponses(body)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &req.samplingFields, req.promptTokens, nil
+		})
+}
+
+// FuzzEmbeddingInputs: every input is refused with a client error or read as
+// at least one list of tokens.
+func FuzzEmbeddingInputs(f *testing.F) {
+	for _, s := range []string{`"hi"`, `["a","b"]`, `[1,2,3]`, `[[1],[2,3]]`, `[]`, `[[]]`, `{}`, `null`, `""`, `[1,"a"]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		req := embeddingRequest{Input: json.RawMessage(input)}
+		inputs, err := req.inputs()
+		if err != nil {
+			requireClientError(t, err)
+			return
+		}
+		if len(inputs) == 0 {
+			t.Fatalf("%q: no inputs and no error", input)
+		}
+	})
+}
