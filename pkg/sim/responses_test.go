@@ -154,9 +154,10 @@ func TestUnknownPathsAndMethodsAreOpenAIErrors(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
 		status       int
+		typ          string
 	}{
-		{http.MethodGet, "/v1/chat/completions", http.StatusMethodNotAllowed},
-		{http.MethodPost, "/v1/nothing", http.StatusNotFound},
+		{http.MethodGet, "/v1/chat/completions", http.StatusMethodNotAllowed, "MethodNotAllowedError"},
+		{http.MethodPost, "/v1/nothing", http.StatusNotFound, "NotFoundError"},
 	} {
 		req, _ := http.NewRequest(tc.method, base+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -166,12 +167,13 @@ func TestUnknownPathsAndMethodsAreOpenAIErrors(t *testing.T) {
 		var e struct {
 			Error struct {
 				Message string `json:"message"`
+				Type    string `json:"type"`
 				Code    int    `json:"code"`
 			} `json:"error"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&e)
 		resp.Body.Close()
-		if resp.StatusCode != tc.status || err != nil || e.Error.Code != tc.status || e.Error.Message == "" {
+		if resp.StatusCode != tc.status || err != nil || e.Error.Code != tc.status || e.Error.Message == "" || e.Error.Type != tc.typ {
 			t.Errorf("%s %s: %d, %v, %+v", tc.method, tc.path, resp.StatusCode, err, e)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,7 +162,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /debug/kv_blocks", s.handleKVBlocks)
 	return apierror.RoutesWriting(mux, "The simulator serves vLLM's OpenAI API: POST /v1/completions, /v1/chat/completions, /v1/responses, /v1/embeddings; GET /v1/models.",
 		func(w http.ResponseWriter, e *apierror.Error) {
-			(&apiError{Status: e.Status, Type: http.StatusText(e.Status), Message: e.Message}).write(w)
+			// vLLM names the type after the exception: NotFoundError, MethodNotAllowedError.
+			typ := strings.ReplaceAll(http.StatusText(e.Status), " ", "") + "Error"
+			(&apiError{Status: e.Status, Type: typ, Message: e.Message}).write(w)
 		})
 }
 
