@@ -138,7 +138,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForConfig("igw").ModelList}, &list)).To(Succeed())
 		Expect(list.Spec.Rules).To(HaveLen(1))
 		Expect(list.Spec.Rules[0].Matches).To(ConsistOf(HaveField("Path", And(
-			HaveField("Type", HaveValue(Equal(gwapiv1.PathMatchExact))), HaveField("Value", HaveValue(Equal(wire.ModelsPath)))))))
+			HaveField("Type", HaveValue(Equal(gwapiv1.PathMatchPathPrefix))), HaveField("Value", HaveValue(Equal(wire.ModelsPath)))))))
 		Expect(list.Spec.Rules[0].BackendRefs).To(ConsistOf(HaveField("BackendRef.BackendObjectReference", And(
 			HaveField("Name", BeEquivalentTo(render.NamesForConfig("igw").BBR)), HaveField("Port", HaveValue(BeEquivalentTo(render.BBRModelsPort)))))))
 		quiesce()

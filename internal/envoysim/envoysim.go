@@ -147,6 +147,11 @@ func routeMatches(m *routev3.RouteMatch, path string, headers map[string]string)
 		if path != p.Path {
 			return false
 		}
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		// Gateway API's PathPrefix: the prefix as whole path elements.
+		if path != p.PathSeparatedPrefix && !strings.HasPrefix(path, p.PathSeparatedPrefix+"/") {
+			return false
+		}
 	default:
 		return false // other matchers are not used by the wiring under test
 	}

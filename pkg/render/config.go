@@ -274,16 +274,18 @@ func catchAllRoute(m metav1.ObjectMeta, gw GatewayTarget, n ConfigNames, envoyGa
 	}
 }
 
-// modelListRoute sends GET /v1/models (every method, so that the router's 405
-// answers the others) to the body-based router's models port, which lists every
-// model and adapter the config's routes serve. An exact path match outranks
-// every model route and the catch-all (Gateway API precedence: exact path
-// first), whatever model header a request carries. The backend is a plain
+// modelListRoute sends GET /v1/models and GET /v1/models/{id} (every method,
+// so that the router's 405 answers the others) to the body-based router's
+// models port, which lists every model and adapter the config's routes serve
+// and answers for each. The path prefix /v1/models (element-wise: not
+// /v1/modelsx) is longer than the model routes' and the catch-all's /, so it
+// outranks them (Gateway API precedence: exact path, then the longest prefix,
+// before any header match), whatever model header a request carries. The backend is a plain
 // Service port, so the rule needs no ext_proc and works on any Gateway API
 // implementation; with Envoy Gateway the router's Gateway-wide ext_proc still
 // runs on it and passes the bodiless GET through.
 func modelListRoute(m metav1.ObjectMeta, gw GatewayTarget, bbrService string) *gwapiv1.HTTPRoute {
-	exact := gwapiv1.PathMatchExact
+	prefix := gwapiv1.PathMatchPathPrefix
 	path := wire.ModelsPath
 	port := gwapiv1.PortNumber(BBRModelsPort)
 	return &gwapiv1.HTTPRoute{
@@ -292,7 +294,7 @@ func modelListRoute(m metav1.ObjectMeta, gw GatewayTarget, bbrService string) *g
 		Spec: gwapiv1.HTTPRouteSpec{
 			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{gw.parentRef()}},
 			Rules: []gwapiv1.HTTPRouteRule{{
-				Matches: []gwapiv1.HTTPRouteMatch{{Path: &gwapiv1.HTTPPathMatch{Type: &exact, Value: &path}}},
+				Matches: []gwapiv1.HTTPRouteMatch{{Path: &gwapiv1.HTTPPathMatch{Type: &prefix, Value: &path}}},
 				BackendRefs: []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{
 					Name: gwapiv1.ObjectName(bbrService), Port: &port}}}},
 			}},
