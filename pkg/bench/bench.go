@@ -141,6 +141,9 @@ func EstimatedCost(j Job) float64 {
 	for _, st := range sc.Workload.Stages {
 		rate = max(rate, st.Rate)
 	}
+	if tr := sc.Workload.Trace; tr != nil {
+		rate = float64(len(tr.Records)) / sc.Duration.Seconds()
+	}
 	turns := 1.0
 	if mt := sc.Workload.MultiTurn; mt != nil {
 		turns = float64(mt.Turns)

@@ -285,6 +285,9 @@ func describe(sc *scenario.Scenario) string {
 	}
 	w := sc.Workload
 	load := fmt.Sprintf("%s arrivals at %g/s", w.Arrival.Type, w.Arrival.Rate)
+	if tr := w.Trace; tr != nil {
+		load = fmt.Sprintf("the %s trace `%s` (%d requests, time ×1/%g)", tr.Format, filepath.Base(tr.File), len(tr.Records), tr.RateScale)
+	}
 	if w.MultiTurn != nil {
 		load += fmt.Sprintf(" (conversations of %d turns)", w.MultiTurn.Turns)
 	}

@@ -62,6 +62,8 @@ type Workload struct {
 	SharedPrefix *SharedPrefix `yaml:"sharedPrefix"`
 	MultiTurn    *MultiTurn    `yaml:"multiTurn"`
 	LoRA         *LoRA         `yaml:"lora"`
+	// Trace, when set, gives the arrivals, lengths and prefixes instead.
+	Trace *Trace `yaml:"trace"`
 }
 
 // Arrival processes.
@@ -179,6 +181,12 @@ func Parse(data []byte, file string) (*Scenario, error) {
 	if s.ScrapeInterval == 0 {
 		s.ScrapeInterval = DefaultScrapeInterval
 	}
+	if s.Workload.Trace != nil {
+		// The trace's window is the arrival time: duration is ignored.
+		if err := s.loadTrace(); err != nil {
+			return nil, fmt.Errorf("%s: %w", nameOr(file), err)
+		}
+	}
 	if err := s.Validate(); err != nil {
 		if file == "" {
 			return nil, err
@@ -282,6 +290,13 @@ func (s *Scenario) Validate() error {
 }
 
 func (w *Workload) validate(fleet []Group) []error {
+	if w.Trace != nil {
+		errs := w.Trace.validate(w)
+		if len(w.Trace.Records) == 0 {
+			errs = append(errs, fmt.Errorf("workload.trace has no requests (the scenario was not loaded from its file)"))
+		}
+		return append(errs, w.LoRA.validate(fleet)...)
+	}
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	a := w.Arrival
@@ -336,7 +351,14 @@ func (w *Workload) validate(fleet []Group) []error {
 			errs = append(errs, err)
 		}
 	}
-	if l := w.LoRA; l != nil {
+	return append(errs, w.LoRA.validate(fleet)...)
+}
+
+// validate checks the adapters' keys (none given is valid).
+func (l *LoRA) validate(fleet []Group) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if l != nil {
 		if l.Adapters < 1 || l.Adapters > 1e5 {
 			bad("workload.lora.adapters must be in 1..1e5, got %d", l.Adapters)
 		}

@@ -8,6 +8,11 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 )
 
+// arrivalSource yields session start times in order, false once none is left.
+type arrivalSource interface {
+	next() (time.Duration, bool)
+}
+
 // arrivals generates session start times. Every process is a renewal process
 // with unit mean gaps run on an operational clock Λ(t) = ∫ rate: stages, the
 // base rate and on/off bursts only change how fast Λ advances, so one

@@ -62,7 +62,7 @@ type Generator struct {
 	maxContext int
 	turns      int
 
-	arrivals    *arrivals
+	arrivals    arrivalSource
 	attrs       *rand.Rand
 	nextArrival time.Duration
 	hasArrival  bool
@@ -93,7 +93,11 @@ func New(sc *scenario.Scenario, seed uint64, maxContext int) (*Generator, error)
 	if w.LoRA != nil && w.LoRA.Fraction > 0 {
 		g.pop = newPopularity(w.LoRA.Adapters, w.LoRA.Popularity)
 	}
-	g.arrivals = newArrivals(w.Arrival, w.Stages, sc.Duration, rand.New(rand.NewPCG(seed, 0xa441)))
+	if w.Trace != nil {
+		g.arrivals = &traceArrivals{trace: w.Trace, horizon: sc.Duration}
+	} else {
+		g.arrivals = newArrivals(w.Arrival, w.Stages, sc.Duration, rand.New(rand.NewPCG(seed, 0xa441)))
+	}
 	g.nextArrival, g.hasArrival = g.arrivals.next()
 	return g, nil
 }
@@ -124,6 +128,11 @@ func (g *Generator) Pop() *Request {
 		return nil
 	}
 	at := g.nextArrival
+	if t, ok := g.arrivals.(*traceArrivals); ok {
+		rec := t.current()
+		g.nextArrival, g.hasArrival = g.arrivals.next()
+		return g.traceRequest(rec, at)
+	}
 	g.nextArrival, g.hasArrival = g.arrivals.next()
 	return g.turn(g.newSession(), 0, at)
 }
@@ -158,9 +167,7 @@ func (g *Generator) newSession() *session {
 	if sp := w.SharedPrefix; sp != nil {
 		s.group = r.IntN(sp.Groups*sp.UsersPerGroup) / sp.UsersPerGroup
 	}
-	if g.pop != nil && r.Float64() < w.LoRA.Fraction {
-		s.adapter = AdapterName(g.pop.draw(r))
-	}
+	s.adapter = g.drawAdapter()
 	s.inputs, s.outputs, s.thinks = make([]int, g.turns), make([]int, g.turns), make([]time.Duration, g.turns)
 	for k := range g.turns {
 		s.inputs[k] = sampleCount(r, w.Input)
@@ -173,6 +180,14 @@ func (g *Generator) newSession() *session {
 		s.context = g.systemPrompt(s.group)
 	}
 	return s
+}
+
+// drawAdapter names the adapter a new session uses ("" for the base model).
+func (g *Generator) drawAdapter() string {
+	if g.pop != nil && g.attrs.Float64() < g.sc.Workload.LoRA.Fraction {
+		return AdapterName(g.pop.draw(g.attrs))
+	}
+	return ""
 }
 
 func (g *Generator) systemPrompt(group int) string {
@@ -193,18 +208,29 @@ func (g *Generator) turn(s *session, k int, at time.Duration) *Request {
 	input, output := s.inputs[k], s.outputs[k]
 	prefix := tokenizer.Count(s.context)
 	if k == 0 {
-		// A single request is shortened to fit the fleet rather than dropped.
-		output = max(1, min(output, g.maxContext-prefix-1))
-		input = max(1, min(input, g.maxContext-prefix-output))
+		input, output = g.fit(prefix, input, output)
 	}
 	prompt := tokenizer.Join(s.context, tokenizer.GenerateText(g.textSeed(s.id, k), input))
-	req := &Request{
-		ID: uint64(s.id)*uint64(g.turns) + uint64(k), Session: s.id, Turn: k, Arrival: at,
-		Model: g.model, Adapter: s.adapter, Prompt: prompt, Tokens: tokenizer.Tokenize(prompt),
-		OutputTokens: output, Counted: at >= g.sc.Warmup,
-	}
+	req := g.request(s.id, k, at, s.adapter, prompt, output)
 	g.live[req.ID] = s
 	return req
+}
+
+// fit shortens a single request (prompt of prefix plus input tokens, output
+// tokens) to the fleet's context rather than dropping it: the output first,
+// then the input.
+func (g *Generator) fit(prefix, input, output int) (int, int) {
+	output = max(1, min(output, g.maxContext-prefix-1))
+	return max(1, min(input, g.maxContext-prefix-output)), output
+}
+
+// request builds turn k of session s arriving at at.
+func (g *Generator) request(s, k int, at time.Duration, adapter, prompt string, output int) *Request {
+	return &Request{
+		ID: uint64(s)*uint64(g.turns) + uint64(k), Session: s, Turn: k, Arrival: at,
+		Model: g.model, Adapter: adapter, Prompt: prompt, Tokens: tokenizer.Tokenize(prompt),
+		OutputTokens: output, Counted: at >= g.sc.Warmup,
+	}
 }
 
 // release is a conversation's next turn waiting for its time.
