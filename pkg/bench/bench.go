@@ -10,6 +10,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -25,6 +26,9 @@ type Job struct {
 	Scenario *scenario.Scenario
 	Policy   string
 	Seed     uint64
+	// Guard, when set, lets a backend end the run once it surely misses the
+	// SLO (capacity probes); the outcome is then Broken.
+	Guard *Guard
 }
 
 // Backend serves workloads.
@@ -47,6 +51,9 @@ type Outcome struct {
 	Wall time.Duration
 	// Trace is every request's record, kept when the runner was asked to.
 	Trace *Trace
+	// Broken is set when the job's Guard ended the run early: it missed the
+	// SLO, and its metrics cover only what ran.
+	Broken bool
 }
 
 // RunJob runs one job on b.
@@ -64,11 +71,13 @@ func runJob(ctx context.Context, b Backend, job Job, progress func(float64), kee
 	if progress == nil {
 		progress = func(float64) {}
 	}
-	if err := b.Run(ctx, job, gen, rec, progress); err != nil {
+	err = b.Run(ctx, job, gen, rec, progress)
+	broken := errors.Is(err, ErrSLOBroken)
+	if err != nil && !broken {
 		return Outcome{}, fmt.Errorf("%s / %s / seed %d: %w", job.Scenario.Name, job.Policy, job.Seed, err)
 	}
 	m, ttfts := Compute(rec.Trace(), job.Scenario)
-	o := Outcome{Job: job, Metrics: m, TTFTs: ttfts, Wall: time.Since(start)}
+	o := Outcome{Job: job, Metrics: m, TTFTs: ttfts, Wall: time.Since(start), Broken: broken}
 	if keepTrace {
 		o.Trace = rec.Trace()
 	}
@@ -99,29 +108,42 @@ func RunJobs(ctx context.Context, b Backend, jobs []Job, opts RunOptions) ([]Out
 	}
 	sort.SliceStable(order, func(a, b int) bool { return EstimatedCost(jobs[order[a]]) > EstimatedCost(jobs[order[b]]) })
 
+	out := make([]Outcome, len(jobs))
+	err := Parallel(ctx, order, parallel, func(ctx context.Context, i int) error {
+		o, err := runJob(ctx, b, jobs[i], bar.Job(i), opts.KeepTraces)
+		out[i] = o
+		bar.Done(i)
+		return err
+	})
+	bar.Finish()
+	return out, err
+}
+
+// Parallel calls do for each of items, in that order, on parallel
+// goroutines, and returns the first error, after which it starts no more and
+// cancels the context of those running.
+func Parallel(ctx context.Context, items []int, parallel int, do func(ctx context.Context, item int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := make([]Outcome, len(jobs))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	for range min(parallel, len(jobs)) {
+	for range min(parallel, len(items)) {
 		wg.Go(func() {
 			for i := range work {
-				o, err := runJob(ctx, b, jobs[i], bar.Job(i), opts.KeepTraces)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-					cancel()
+				if err := do(ctx, i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
 				}
-				out[i] = o
-				mu.Unlock()
-				bar.Done(i)
 			}
 		})
 	}
-	for _, i := range order {
+	for _, i := range items {
 		if ctx.Err() != nil {
 			break
 		}
@@ -129,8 +151,7 @@ func RunJobs(ctx context.Context, b Backend, jobs []Job, opts RunOptions) ([]Out
 	}
 	close(work)
 	wg.Wait()
-	bar.Finish()
-	return out, firstErr
+	return firstErr
 }
 
 // EstimatedCost is a job's relative cost: the requests it serves, weighted by

@@ -5,13 +5,16 @@
 //	               [--igw-config FILE]
 //	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
 //	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
+//	igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--format json|table] [--out DIR]
+//	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
 //	igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
 //	igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
 //	               [--parallel N] [--tolerance F]
 //
 // run prints one scenario's results (the benchmark contract's JSON object with
 // --format json); grid runs every scenario of a directory and writes the
-// benchmark page with tables and plots; demo runs a small heterogeneous fleet
+// benchmark page with tables and plots; capacity finds each policy's
+// largest rate multiplier under the scenario's SLO; demo runs a small heterogeneous fleet
 // live through round-robin and then igw and shows them side by side; fidelity
 // runs a scenario in both modes and compares P50 TTFT and throughput.
 package cli
@@ -80,6 +83,8 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
                  [--igw-config FILE]
   igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
                  [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
+  igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--format json|table] [--out DIR]
+                 [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
   igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
   igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
                  [--parallel N] [--tolerance F]
@@ -115,6 +120,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr)
 	case "fidelity":
 		err = runFidelity(ctx, args[1:], stdout, stderr)
+	case "capacity":
+		err = runCapacity(ctx, args[1:], stdout, stderr)
 	default:
 		err = usageErrorf("unknown command %q\n\n%s", args[0], usage)
 	}

@@ -98,7 +98,7 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 func (r *run) loop(ctx context.Context, progress func(float64)) error {
 	sc := r.job.Scenario
 	warmupDone := false
-	reported := time.Duration(-1)
+	reported, guarded := time.Duration(-1), time.Duration(0)
 	for iter := 0; ; iter++ {
 		if iter&4095 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -145,6 +145,12 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 		if t := min(next, sc.Duration); t-reported >= time.Second {
 			reported = t
 			progress(0.99 * t.Seconds() / sc.Duration.Seconds())
+		}
+		if g := r.job.Guard; g != nil && next-guarded >= time.Second {
+			guarded = next
+			if g.Broken(r.rec.Trace(), next) {
+				return bench.ErrSLOBroken
+			}
 		}
 	}
 	end := time.Duration(0)

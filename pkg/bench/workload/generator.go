@@ -257,3 +257,20 @@ func (h *releases) Pop() any {
 	*h = old[:len(old)-1]
 	return r
 }
+
+// MaxCounted is the most requests of sc's workload for seed that a run can
+// count (arriving after the warmup): every session's turns, as if each
+// conversation ran to its last turn.
+func MaxCounted(sc *scenario.Scenario, seed uint64) int {
+	g, err := New(sc, seed, 1<<30)
+	if err != nil {
+		return 0
+	}
+	sessions, turns := 0, g.turns
+	for at, ok := g.nextArrival, g.hasArrival; ok; at, ok = g.arrivals.next() {
+		if turns > 1 || at >= sc.Warmup {
+			sessions++
+		}
+	}
+	return sessions * turns
+}

@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// capacity prints the contract's JSON object: the SLO, one result per policy
+// and seed, and the medians.
+func TestCapacityPrintsTheContractJSON(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runCLI(t, "capacity", "--scenario", small, "--format", "json", "--policies", "igw,oracle",
+		"--seeds", "2", "--duration", "10s", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Scenario string             `json:"scenario"`
+		SLO      map[string]float64 `json:"slo"`
+		Results  []struct {
+			Policy  string  `json:"policy"`
+			Seed    int     `json:"seed"`
+			Scale   float64 `json:"capacity_rate_scale"`
+			ReqPerS float64 `json:"capacity_req_per_s"`
+		} `json:"results"`
+		Summary map[string]map[string]float64 `json:"summary"`
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout is not the contract's JSON: %v\n%s", err, stdout)
+	}
+	if rep.Scenario != "small" || rep.SLO["ttft_s"] != 1 || rep.SLO["tpot_s"] != 0.06 || len(rep.Results) != 4 || len(rep.Summary) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Results {
+		if r.Scale <= 0 || r.ReqPerS <= 0 {
+			t.Errorf("result %+v", r)
+		}
+	}
+	if s := rep.Summary["igw"]; s["capacity_rate_scale"] <= 0 || s["capacity_req_per_s"] <= 0 {
+		t.Errorf("summary %v", rep.Summary)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "capacity-small.json")); err != nil {
+		t.Errorf("--out: %v", err)
+	}
+	stdout, _, code = runCLI(t, "capacity", "--scenario", small, "--policies", "least-request,igw,oracle", "--duration", "10s")
+	if code != 0 || !strings.Contains(stdout, "vs best peer") || !strings.Contains(stdout, "least-request (best peer)") {
+		t.Errorf("table: exit %d\n%s", code, stdout)
+	}
+}
