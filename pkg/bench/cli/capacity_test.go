@@ -52,3 +52,45 @@ func TestCapacityPrintsTheContractJSON(t *testing.T) {
 		t.Errorf("table: exit %d\n%s", code, stdout)
 	}
 }
+
+// grid --capacity leads the page with each trace scenario's capacity table
+// and adds its load sweep (table and plot).
+func TestGridLeadsWithCapacity(t *testing.T) {
+	dir := t.TempDir()
+	scenarios := filepath.Join(dir, "scenarios")
+	if err := os.MkdirAll(scenarios, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"trace.yaml", "trace.jsonl"} {
+		data, _ := os.ReadFile(filepath.Join("../../../bench/testdata", f))
+		if err := os.WriteFile(filepath.Join(scenarios, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "out")
+	_, stderr, code := runCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "least-request,igw,oracle",
+		"--capacity", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(data)
+	capacityAt, tablesAt := strings.Index(page, "## Capacity under SLO"), strings.Index(page, "\n## trace\n")
+	if capacityAt < 0 || tablesAt < 0 || capacityAt > tablesAt {
+		t.Errorf("the capacity section does not come first (at %d, per-scenario tables at %d)", capacityAt, tablesAt)
+	}
+	for _, want := range []string{"| policy | capacity (× rate) | req/s | vs oracle | vs best peer |", "| least-request (best peer) |",
+		"## Load sweeps", "igw TTFT p50 / p99 (s), goodput", "sweep-trace.png"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	for _, f := range []string{"sweep-trace.png", "results/capacity-trace.json"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("missing %s", f)
+		}
+	}
+}

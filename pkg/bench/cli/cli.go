@@ -3,7 +3,7 @@
 //	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
 //	               [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
 //	               [--igw-config FILE]
-//	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
+//	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...] [--capacity]
 //	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
 //	igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--format json|table] [--out DIR]
 //	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
@@ -81,7 +81,7 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
   igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
                  [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
                  [--igw-config FILE]
-  igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...]
+  igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...] [--capacity]
                  [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
   igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--format json|table] [--out DIR]
                  [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
@@ -411,6 +411,7 @@ func writeTraces(dir, name string, outcomes []bench.Outcome) error {
 func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := commonFlags("grid", stderr, "docs/benchmarks")
 	dir := fs.String("scenarios", "bench/scenarios", "directory of scenario files (*.yaml)")
+	withCapacity := fs.Bool("capacity", false, "also search each trace scenario's capacity under SLO and sweep the load around it (first on the page)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -436,7 +437,7 @@ func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	command := "igw-bench grid " + strings.Join(args, " ")
 	res, err := grid.Run(ctx, b, grid.Options{Scenarios: scs, Policies: names, Seeds: c.seeds, Parallel: c.parallel,
-		Out: c.out, Command: strings.TrimSpace(command), Progress: stderr})
+		Out: c.out, Command: strings.TrimSpace(command), Progress: stderr, Capacity: *withCapacity})
 	if err != nil {
 		return err
 	}

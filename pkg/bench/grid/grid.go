@@ -34,6 +34,9 @@ type Options struct {
 	Command string
 	// Progress is where the progress bar goes (nil: none).
 	Progress io.Writer
+	// Capacity adds, first on the page, each trace scenario's capacity under
+	// SLO and a load sweep around it.
+	Capacity bool
 }
 
 // Result is a finished grid.
@@ -44,6 +47,9 @@ type Result struct {
 	TTFTs    map[string]map[string][]float64
 	Wall     time.Duration
 	Parallel int
+	// Capacity holds the trace scenarios' searches and sweeps (Options.Capacity).
+	Capacity     []capacityRun
+	CapacityWall time.Duration
 }
 
 // Run runs the grid on b and writes its page into opts.Out.
@@ -86,6 +92,11 @@ func Run(ctx context.Context, b bench.Backend, opts Options) (*Result, error) {
 		res.Reports = append(res.Reports, bench.NewReport(sc.Name, b.Mode(), mine))
 		res.TTFTs[sc.Name] = ttfts
 	}
+	if opts.Capacity {
+		if err := res.runCapacity(ctx, b); err != nil {
+			return nil, err
+		}
+	}
 	return res, res.write()
 }
 
@@ -120,6 +131,9 @@ func (r *Result) write() error {
 	}
 	if err := plots.P99ByScenario(filepath.Join(out, "p99-by-scenario.png"),
 		fmt.Sprintf("P99 TTFT by scenario (median of %d seeds, %s)", r.Options.Seeds, r.Mode), names, p99); err != nil {
+		return err
+	}
+	if err := r.writeCapacity(); err != nil {
 		return err
 	}
 	var sb strings.Builder
@@ -195,6 +209,7 @@ func (r *Result) page(w *strings.Builder) {
 	fmt.Fprintf(w, "- Seeds: %s; every figure is the median over the seeds.\n", strings.Join(seeds, ", "))
 	fmt.Fprintf(w, "- Wall time: %v for %d runs, %d in parallel on %d CPUs (%s, %s).\n\n",
 		r.Wall.Round(time.Second), len(o.Scenarios)*len(o.Policies)*o.Seeds, r.Parallel, runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
+	r.capacityPage(w)
 	w.WriteString(methodology)
 
 	w.WriteString("\n## Published claims\n\n| scenario | claim | igw achieved | met |\n|---|---|---|---|\n")

@@ -1,5 +1,6 @@
 // Package plots draws the benchmark's PNG figures with gonum/plot: the TTFT
-// distribution of each policy on one scenario, and P99 TTFT by scenario.
+// distribution of each policy on one scenario, P99 TTFT by scenario, and a
+// load sweep (TTFT and goodput against offered load).
 // Both use logarithmic time axes: load-blind policies are orders of magnitude
 // slower than the rest when a fleet overloads.
 package plots
@@ -7,12 +8,14 @@ package plots
 import (
 	"fmt"
 	"math"
+	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Series is one policy's values.
@@ -93,4 +96,71 @@ func style(ls *draw.LineStyle, i int) {
 	ls.Color = plotutil.Color(i)
 	ls.Dashes = plotutil.Dashes(i / len(plotutil.SoftColors))
 	ls.Width = vg.Points(1.5)
+}
+
+// LoadSeries is one policy's figures at each offered load of a sweep.
+type LoadSeries struct {
+	Policy string
+	// Load is the offered requests per second; P50, P99 (TTFT, s) and
+	// Goodput (req/s) are per load.
+	Load, P50, P99, Goodput []float64
+}
+
+// LoadSweep writes two panels side by side to path: TTFT P99 (solid) and P50
+// (dotted) on a log axis, and goodput, each against the offered load.
+func LoadSweep(path, title string, series []LoadSeries) error {
+	ttft, good := plot.New(), plot.New()
+	ttft.Title.Text, good.Title.Text = title, "goodput (requests meeting the SLO)"
+	ttft.X.Label.Text, good.X.Label.Text = "offered load (req/s)", "offered load (req/s)"
+	ttft.Y.Label.Text, good.Y.Label.Text = "TTFT (s, log): P99 solid, P50 dotted", "goodput (req/s)"
+	ttft.Y.Scale, ttft.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	ttft.Legend.Top, ttft.Legend.Left = true, true
+	for _, p := range []*plot.Plot{ttft, good} {
+		p.Add(plotter.NewGrid())
+	}
+	xys := func(xs, ys []float64, floorAt float64) plotter.XYs {
+		out := make(plotter.XYs, len(xs))
+		for i := range xs {
+			out[i] = plotter.XY{X: xs[i], Y: math.Max(ys[i], floorAt)}
+		}
+		return out
+	}
+	for i, s := range series {
+		p99, err := plotter.NewLine(xys(s.Load, s.P99, floor))
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Policy, err)
+		}
+		p50, err := plotter.NewLine(xys(s.Load, s.P50, floor))
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Policy, err)
+		}
+		g, err := plotter.NewLine(xys(s.Load, s.Goodput, math.Inf(-1)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Policy, err)
+		}
+		for _, l := range []*plotter.Line{p99, p50, g} {
+			l.LineStyle.Color = plotutil.Color(i)
+			l.LineStyle.Width = vg.Points(1.5)
+		}
+		p50.LineStyle.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		ttft.Add(p99, p50)
+		good.Add(g)
+		ttft.Legend.Add(s.Policy, p99)
+	}
+	const w, h = 12 * vg.Inch, 4.5 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4}
+	canvases := plot.Align([][]*plot.Plot{{ttft, good}}, tiles, dc)
+	ttft.Draw(canvases[0][0])
+	good.Draw(canvases[0][1])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
