@@ -89,5 +89,5 @@ demo: ## Simulated fleet + standalone gateway: round-robin vs igw side by side.
 	@hack/demo.sh
 
 .PHONY: bench
-bench: ## Public benchmark grid (bench/scenarios, every policy, 3 seeds, DES) into docs/benchmarks.
-	$(GO) run ./cmd/igw-bench grid --scenarios bench/scenarios --seeds 3 --out docs/benchmarks
+bench: ## Public benchmark grid (bench/scenarios, every policy, 3 seeds, DES, capacity under SLO of the trace scenarios) into docs/benchmarks.
+	$(GO) run ./cmd/igw-bench grid --scenarios bench/scenarios --seeds 3 --capacity --out docs/benchmarks

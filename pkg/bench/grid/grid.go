@@ -210,6 +210,7 @@ func (r *Result) page(w *strings.Builder) {
 	fmt.Fprintf(w, "- Wall time: %v for %d runs, %d in parallel on %d CPUs (%s, %s).\n\n",
 		r.Wall.Round(time.Second), len(o.Scenarios)*len(o.Policies)*o.Seeds, r.Parallel, runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
 	r.capacityPage(w)
+	r.llmdPage(w)
 	w.WriteString(methodology)
 
 	w.WriteString("\n## Published claims\n\n| scenario | claim | igw achieved | met |\n|---|---|---|---|\n")
@@ -300,6 +301,9 @@ func describe(sc *scenario.Scenario) string {
 	}
 	w := sc.Workload
 	load := fmt.Sprintf("%s arrivals at %g/s", w.Arrival.Type, w.Arrival.Rate)
+	if len(w.Stages) > 0 {
+		load = fmt.Sprintf("%s arrivals in %d stages from %g/s, then %g/s", w.Arrival.Type, len(w.Stages), w.Stages[0].Rate, w.Arrival.Rate)
+	}
 	if tr := w.Trace; tr != nil {
 		load = fmt.Sprintf("the %s trace `%s` (%d requests, time ×1/%g)", tr.Format, filepath.Base(tr.File), len(tr.Records), tr.RateScale)
 	}
