@@ -163,47 +163,29 @@ func Search(ctx context.Context, b bench.Backend, sc *scenario.Scenario, policy 
 		}
 		return ok, nil
 	}
+	// Bracket: from 1, doubling while the SLO is met, halving while it is not.
 	lo, hi := 0.0, 0.0 // lo meets the SLO, hi does not (0: not found yet)
-	ok, err := probe(1)
-	if err != nil {
-		return res, err
-	}
-	if ok {
-		lo = 1
-		for hi == 0 {
-			if lo >= MaxScale {
-				return res, nil
-			}
-			m := min(2*lo, MaxScale)
-			if ok, err = probe(m); err != nil {
-				return res, err
-			}
-			if ok {
-				lo = m
-			} else {
-				hi = m
-			}
+	for m := 1.0; lo == 0 || hi == 0; {
+		ok, err := probe(m)
+		if err != nil {
+			return res, err
 		}
-	} else {
-		hi = 1
-		for lo == 0 {
-			m := hi / 2
-			if m < MinScale {
-				return res, nil // capacity 0
-			}
-			if ok, err = probe(m); err != nil {
-				return res, err
-			}
-			if ok {
-				lo = m
-			} else {
-				hi = m
-			}
+		if ok {
+			lo, m = m, 2*m
+		} else {
+			hi, m = m, m/2
+		}
+		if hi == 0 && lo >= MaxScale {
+			return res, nil
+		}
+		if lo == 0 && m < MinScale {
+			return res, nil // capacity 0
 		}
 	}
 	for hi/lo > 1+tolerance {
 		m := math.Sqrt(lo * hi)
-		if ok, err = probe(m); err != nil {
+		ok, err := probe(m)
+		if err != nil {
 			return res, err
 		}
 		if ok {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,18 +13,14 @@ import (
 
 func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := commonFlags("capacity", stderr, "")
-	file := fs.String("scenario", "", "scenario file (required)")
-	format := fs.String("format", "table", "json or table")
-	if err := fs.Parse(args); err != nil {
+	sf := registerScenarioFlags(fs)
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *file == "" {
-		return fmt.Errorf("capacity: --scenario FILE is required")
+	if err := sf.check("capacity"); err != nil {
+		return err
 	}
-	if *format != "json" && *format != "table" {
-		return fmt.Errorf("--format must be json or table, got %q", *format)
-	}
-	sc, err := loadShortened(*file, c.duration)
+	sc, err := loadShortened(*sf.file, c.duration)
 	if err != nil {
 		return err
 	}
@@ -42,18 +37,12 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := os.MkdirAll(c.out, 0o755); err != nil {
 			return err
 		}
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(c.out, "capacity-"+sc.Name+".json"), append(data, '\n'), 0o644); err != nil {
+		if err := bench.WriteJSON(filepath.Join(c.out, "capacity-"+sc.Name+".json"), rep); err != nil {
 			return err
 		}
 	}
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+	if *sf.format == "json" {
+		return printJSON(stdout, rep)
 	}
 	return rep.WriteTable(stdout, fmt.Sprintf("%s: capacity under SLO (TTFT P99 ≤ %v, TPOT P99 ≤ %v; %s, median of seeds 1..%d)",
 		sc.Name, sc.SLO.TTFT, sc.SLO.TPOT, b.Mode(), c.seeds), names)

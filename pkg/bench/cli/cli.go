@@ -305,20 +305,45 @@ func loadShortened(file string, d time.Duration) (*scenario.Scenario, error) {
 	return sc, nil
 }
 
+// scenarioFlags are --scenario and --format, of the subcommands that run one
+// scenario and print its results.
+type scenarioFlags struct {
+	file, format *string
+}
+
+func registerScenarioFlags(fs *pflag.FlagSet) scenarioFlags {
+	return scenarioFlags{file: fs.String("scenario", "", "scenario file (required)"), format: fs.String("format", "table", "json or table")}
+}
+
+// check validates the flags of subcommand cmd.
+func (f scenarioFlags) check(cmd string) error {
+	if *f.file == "" {
+		return usageErrorf("%s: --scenario FILE is required", cmd)
+	}
+	if *f.format != "json" && *f.format != "table" {
+		return usageErrorf("--format must be json or table, got %q", *f.format)
+	}
+	return nil
+}
+
+// printJSON writes v as the one indented JSON value on w.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := commonFlags("run", stderr, "")
-	file := fs.String("scenario", "", "scenario file (required)")
-	format := fs.String("format", "table", "json or table")
+	sf := registerScenarioFlags(fs)
+	file, format := sf.file, sf.format
 	traces := fs.String("trace", "", "directory to write every request's record into, one CSV per policy and seed")
 	first := fs.Int("first-seed", 1, "first seed: runs seeds S..S+N-1 (a held-out set besides the grid's 1..N)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *file == "" {
-		return usageErrorf("run: --scenario FILE is required")
-	}
-	if *format != "json" && *format != "table" {
-		return usageErrorf("--format must be json or table, got %q", *format)
+	if err := sf.check("run"); err != nil {
+		return err
 	}
 	if *first < 1 {
 		return usageErrorf("--first-seed must be at least 1")
@@ -354,9 +379,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(stdout, rep)
 	}
 	return bench.WriteTable(stdout, fmt.Sprintf("%s (%s, median of seeds %d..%d)", sc.Name, b.Mode(), *first, *first+c.seeds-1), rep.Summary, names)
 }
@@ -366,11 +389,7 @@ func writeRun(dir string, rep bench.Report, outcomes []bench.Outcome, names []st
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, rep.Scenario+".json"), append(data, '\n'), 0o644); err != nil {
+	if err := bench.WriteJSON(filepath.Join(dir, rep.Scenario+".json"), rep); err != nil {
 		return err
 	}
 	var series []plots.Series

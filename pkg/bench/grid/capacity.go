@@ -2,9 +2,7 @@ package grid
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -58,11 +56,7 @@ func sweepFile(scenario string) string { return "sweep-" + scenario + ".png" }
 // writeCapacity saves each capacity report's JSON and sweep plot.
 func (r *Result) writeCapacity() error {
 	for _, c := range r.Capacity {
-		data, err := json.MarshalIndent(c.Report, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(r.Options.Out, "results", "capacity-"+c.Report.Scenario+".json"), append(data, '\n'), 0o644); err != nil {
+		if err := bench.WriteJSON(filepath.Join(r.Options.Out, "results", "capacity-"+c.Report.Scenario+".json"), c.Report); err != nil {
 			return err
 		}
 		if err := c.Sweep.Plot(filepath.Join(r.Options.Out, sweepFile(c.Report.Scenario)), r.Options.Policies); err != nil {

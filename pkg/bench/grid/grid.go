@@ -7,7 +7,6 @@ package grid
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -112,11 +111,7 @@ func (r *Result) write() error {
 	}
 	for _, rep := range r.Reports {
 		names = append(names, rep.Scenario)
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(out, "results", rep.Scenario+".json"), append(data, '\n'), 0o644); err != nil {
+		if err := bench.WriteJSON(filepath.Join(out, "results", rep.Scenario+".json"), rep); err != nil {
 			return err
 		}
 		var series []plots.Series
