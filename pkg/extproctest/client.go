@@ -25,18 +25,23 @@ const (
 	// Buffered sends the whole body in one message after the headers reply, and
 	// waits for one body reply.
 	Buffered
+	// Streamed sends the body in chunks after the headers reply, without waiting;
+	// the server answers each chunk with one body reply, in order, which may
+	// replace the chunk but not carry a streamed_response or change headers.
+	// Envoy allows failure_mode_allow with it, unlike FullDuplexStreamed.
+	Streamed
 )
 
 func (m BodyMode) String() string {
-	if m == Buffered {
-		return "BUFFERED"
-	}
-	return "FULL_DUPLEX_STREAMED"
+	return m.proto().String()
 }
 
 func (m BodyMode) proto() filterv3.ProcessingMode_BodySendMode {
-	if m == Buffered {
+	switch m {
+	case Buffered:
 		return filterv3.ProcessingMode_BUFFERED
+	case Streamed:
+		return filterv3.ProcessingMode_STREAMED
 	}
 	return filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 }

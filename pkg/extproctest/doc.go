@@ -4,9 +4,9 @@
 //
 // A Client sends each Request on its own stream the way Envoy does: request
 // headers, then the body either in FULL_DUPLEX_STREAMED chunks (sent without
-// waiting for replies, end_of_stream on the last) or BUFFERED as one message after
-// the headers reply, then trailers if any; then, optionally, the upstream's
-// response the same way. It applies the replies with Envoy's rules and returns a
+// waiting for replies, end_of_stream on the last), BUFFERED as one message after
+// the headers reply, or STREAMED in chunks after the headers reply, then
+// trailers if any; then, optionally, the upstream's response the same way. It applies the replies with Envoy's rules and returns a
 // Result:
 //
 //   - header mutations: removals before sets, raw_value only (a header sent in
@@ -19,6 +19,9 @@
 //     the chunks are concatenated into the forwarded body, and content-length
 //     is dropped from the forwarded headers;
 //   - in BUFFERED mode a body mutation must match content-length if present;
+//   - in STREAMED mode each chunk gets one body reply, in order, which may
+//     replace the chunk but not be a streamed_response (Envoy rejects it), and
+//     whose header mutation is ignored;
 //   - clear_route_cache counts only on the request path and only together with a
 //     header_mutation in the same reply;
 //   - dynamic metadata is merged per namespace; an ImmediateResponse ends the

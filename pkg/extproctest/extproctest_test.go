@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -624,4 +625,70 @@ func answerBody(s extprocv3.ExternalProcessor_ProcessServer, buffered bool, m *e
 		}
 	}
 	return s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: m}))
+}
+
+func TestStreamedResponseChunksAreAnsweredOneByOne(t *testing.T) {
+	var announced atomic.Int32 // set by the server goroutine
+	srv := scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return nil // the client half-closed
+			}
+			if pc := m.GetProtocolConfig(); pc != nil {
+				announced.Store(int32(pc.GetResponseBodyMode()))
+			}
+			var r *extprocv3.ProcessingResponse
+			switch {
+			case m.GetRequestHeaders() != nil:
+				r = headersReply(requestPath, &extprocv3.CommonResponse{})
+			case m.GetResponseHeaders() != nil:
+				r = headersReply(responsePath, &extprocv3.CommonResponse{})
+			case string(m.GetResponseBody().GetBody()) == "cd":
+				r = bodyReply(responsePath, &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+					Mutation: &extprocv3.BodyMutation_Body{Body: []byte("CD")}}})
+			default:
+				r = bodyReply(responsePath, &extprocv3.CommonResponse{})
+			}
+			if err := s.Send(r); err != nil {
+				return err
+			}
+		}
+	}}
+	c := Start(t, srv, Config{ResponseBodyMode: Streamed})
+	req := Request{Headers: NewHeaders(":method", "GET", ":path", "/")}
+	req.Response = &Response{Headers: NewHeaders(":status", "200"), Chunks: [][]byte{[]byte("ab"), []byte("cd"), []byte("ef")}}
+	res, err := c.Process(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := filterv3.ProcessingMode_BodySendMode(announced.Load()); got != filterv3.ProcessingMode_STREAMED {
+		t.Errorf("announced response body mode %v", got)
+	}
+	if string(res.ResponseBody) != "abCDef" || len(res.ResponseChunks) != 3 || !res.ResponseChunks[2].EndOfStream || res.ResponseChunks[1].EndOfStream {
+		t.Errorf("response body %q chunks %+v", res.ResponseBody, res.ResponseChunks)
+	}
+}
+
+func TestStreamedModeRefusesStreamedResponse(t *testing.T) {
+	srv := scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+		if err := s.Send(headersReply(requestPath, &extprocv3.CommonResponse{})); err != nil {
+			return err
+		}
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+		if err := s.Send(bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: streamed([]byte("x"), true)})); err != nil {
+			return err
+		}
+		return drain(s)
+	}}
+	c := Start(t, srv, Config{RequestBodyMode: Streamed})
+	_, err := c.Process(ctxT(t), Request{Headers: NewHeaders(":method", "POST", ":path", "/"), Body: []byte("x")})
+	if err == nil || !strings.Contains(err.Error(), "STREAMED mode") {
+		t.Fatalf("err %v, want a STREAMED mode violation", err)
+	}
 }

@@ -61,6 +61,9 @@ func (l *Live) Respond(status int, headers Headers, body io.Reader, w http.Respo
 	if l.ImmediateResponse != nil {
 		return errors.New("extproctest: Respond after an immediate response on the request path")
 	}
+	if l.cfg.ResponseBodyMode == Streamed {
+		return errors.New("extproctest: Respond does not play a STREAMED response body; use Process")
+	}
 	h := append(NewHeaders(":status", strconv.Itoa(status)), headers...)
 	if l.cfg.ResponseBodyMode == Buffered {
 		all, err := io.ReadAll(body)

@@ -55,8 +55,12 @@ type outgoing struct {
 // the streaming sender never reads state the receiver mutates.
 func (p *phase) messages() []outgoing {
 	out := []outgoing{{headersMessage(p.dir, p.headers, len(p.chunks) == 0 && !p.hasTrailers), &p.headersDone}}
+	chunkReplied := &p.bodyDone
+	if p.mode == Streamed {
+		chunkReplied = new(true) // chunks go as they arrive; the replies are awaited after the last
+	}
 	for i, c := range p.chunks {
-		out = append(out, outgoing{bodyMessage(p.dir, c, i == len(p.chunks)-1 && !p.hasTrailers), &p.bodyDone})
+		out = append(out, outgoing{bodyMessage(p.dir, c, i == len(p.chunks)-1 && !p.hasTrailers), chunkReplied})
 	}
 	if p.hasTrailers {
 		out = append(out, outgoing{trailersMessage(p.dir, p.trailers), &p.trailersDone})
@@ -79,7 +83,7 @@ func (x *exchange) run(p *phase) error {
 	}
 	msgs := p.messages()
 	var err error
-	if p.mode == Buffered {
+	if p.mode != FullDuplexStreamed {
 		err = x.runBuffered(p, msgs)
 	} else {
 		err = x.runStreamed(p, msgs)
@@ -90,7 +94,8 @@ func (x *exchange) run(p *phase) error {
 	return err
 }
 
-// runBuffered sends each part and waits for its reply before the next, as Envoy does.
+// runBuffered sends each part and waits for its reply before the next, as Envoy
+// does; Streamed chunks are not waited for one by one, but before the phase ends.
 func (x *exchange) runBuffered(p *phase, msgs []outgoing) error {
 	p.stopSending = func() {}
 	for _, o := range msgs {
@@ -111,6 +116,15 @@ func (x *exchange) runBuffered(p *phase, msgs []outgoing) error {
 			if err := x.handle(p, m); err != nil || x.res.ImmediateResponse != nil {
 				return err
 			}
+		}
+	}
+	for !p.done() {
+		m, err := x.recv()
+		if err != nil {
+			return err
+		}
+		if err := x.handle(p, m); err != nil || x.res.ImmediateResponse != nil {
+			return err
 		}
 	}
 	return nil
@@ -242,6 +256,9 @@ func (x *exchange) onBody(p *phase, dir direction, cr *extprocv3.CommonResponse)
 		p.bodyDone = true
 		return nil
 	}
+	if p.mode == Streamed {
+		return x.onStreamedChunk(p, dir, cr)
+	}
 	sr := cr.GetBodyMutation().GetStreamedResponse()
 	if sr == nil {
 		return fmt.Errorf("extproctest: %s body reply without streamed_response in FULL_DUPLEX_STREAMED mode (Envoy rejects it)", dir)
@@ -255,6 +272,29 @@ func (x *exchange) onBody(p *phase, dir direction, cr *extprocv3.CommonResponse)
 	if sr.GetEndOfStream() {
 		p.bodyDone = true
 	}
+	return nil
+}
+
+// onStreamedChunk takes the reply to the next chunk Envoy holds in STREAMED mode.
+func (x *exchange) onStreamedChunk(p *phase, dir direction, cr *extprocv3.CommonResponse) error {
+	i := len(p.returned)
+	if i >= len(p.chunks) {
+		return spurious("body", dir, p)
+	}
+	chunk := p.chunks[i]
+	if bm := cr.GetBodyMutation(); bm != nil {
+		if bm.GetStreamedResponse() != nil {
+			return fmt.Errorf("extproctest: streamed_response received in STREAMED mode (Envoy rejects it)")
+		}
+		chunk = mutateBody(chunk, bm)
+	}
+	if cr.GetHeaderMutation() != nil {
+		x.res.Ignored = append(x.res.Ignored, fmt.Sprintf("%s body reply: header_mutation is ignored in STREAMED mode, the headers are already forwarded", dir))
+	}
+	p.body = append(p.body, chunk...)
+	last := i == len(p.chunks)-1
+	p.returned = append(p.returned, Chunk{Body: chunk, EndOfStream: last && !p.hasTrailers})
+	p.bodyDone = last
 	return nil
 }
 

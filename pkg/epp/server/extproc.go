@@ -1,10 +1,15 @@
-// Package server is the picker's Envoy ext_proc server (request and response
-// bodies in FULL_DUPLEX_STREAMED mode) and its gRPC health service.
+// Package server is the picker's Envoy ext_proc server and its gRPC health
+// service. It follows the body modes Envoy announces on each stream: request
+// and response bodies FULL_DUPLEX_STREAMED (failing closed), or the request
+// BUFFERED and the response STREAMED (what Envoy allows with
+// failure_mode_allow, so a route can fail open).
 //
-// Request path: headers are held until the body's end_of_stream, the body is
-// parsed and scheduled, then one headers reply carries the destination header
-// (primary then fallbacks), the envoy.lb dynamic metadata and clear_route_cache,
-// and the body chunks are returned unchanged as streamed body replies. No
+// Request path, full duplex: headers are held until the body's end_of_stream,
+// the body is parsed and scheduled, then one headers reply carries the
+// destination header (primary then fallbacks), the envoy.lb dynamic metadata
+// and clear_route_cache, and the body chunks are returned unchanged as streamed
+// body replies. Buffered: the headers are answered at once, and the reply to
+// the one body message carries the same decision, the body unchanged. No
 // eligible endpoint is an ImmediateResponse 503, shedding a 429 with
 // Retry-After, both with OpenAI-style JSON.
 //
@@ -23,6 +28,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,10 +86,14 @@ type exchange struct {
 	stream  bool
 	// headersOnly: the request ended with its headers, so it has no body phase.
 	headersOnly bool
-	result      *director.Result
-	meter       responsestream.Meter
-	status      int
-	done        bool
+	// requestBuffered: Envoy waits for the headers reply before sending the
+	// body, in one message; responseChunked: each response chunk is answered
+	// on its own, without a streamed body mutation. Both as Envoy announced.
+	requestBuffered, responseChunked bool
+	result                           *director.Result
+	meter                            responsestream.Meter
+	status                           int
+	done                             bool
 	// model is the name the body asked for; started is when the request's
 	// headers came; responseBytes counts the response body (for the metrics).
 	model         string
@@ -187,6 +197,9 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if req == nil {
 			return err
 		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			x.followAnnouncedModes(pc)
+		}
 		var replies []*extprocv3.ProcessingResponse
 		switch r := req.Request.(type) {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
@@ -194,9 +207,13 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			x.started = s.now()
 			x.subset = subsetHint(req.GetMetadataContext())
 			x.debug = x.headers[wire.HeaderDebug] == "1"
-			if r.RequestHeaders.GetEndOfStream() {
+			switch {
+			case r.RequestHeaders.GetEndOfStream():
 				x.headersOnly = true
 				replies = s.route(srv, x)
+			case x.requestBuffered:
+				// Envoy sends the body only after this reply; the body reply routes.
+				replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
 			}
 		case *extprocv3.ProcessingRequest_RequestBody:
 			body := r.RequestBody
@@ -207,7 +224,8 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			if len(body.GetBody()) > 0 {
 				x.addChunk(body.GetBody())
 			}
-			if body.GetEndOfStream() {
+			// A buffered body is complete in its one message, even when trailers follow.
+			if x.requestBuffered || body.GetEndOfStream() {
 				replies = s.route(srv, x)
 			}
 		case *extprocv3.ProcessingRequest_RequestTrailers:
@@ -246,8 +264,16 @@ func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *ext
 	return srv.Send(reply)
 }
 
+// followAnnouncedModes reads the body modes from the stream's first message;
+// without it the modes are full duplex, which the picker was first built for.
+func (x *exchange) followAnnouncedModes(pc *extprocv3.ProtocolConfiguration) {
+	x.requestBuffered = pc.GetRequestBodyMode() == filterv3.ProcessingMode_BUFFERED
+	x.responseChunked = pc.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+}
+
 // route schedules the buffered request and returns the replies for the
-// request path: headers (+ metadata) then the body, or an immediate response.
+// request path: headers (+ metadata) then the body, or, when Envoy buffered
+// the body, one body reply carrying both; or an immediate response.
 func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchange) []*extprocv3.ProcessingResponse {
 	received := s.now()
 	defer x.releaseScratch()
@@ -290,14 +316,21 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	if len(res.Fallbacks) > 0 {
 		dest += "," + strings.Join(res.Fallbacks, ",")
 	}
-	headers := extproc.RequestHeaders(extproc.Routed(&extprocv3.HeaderMutation{
-		SetHeaders: []*corev3.HeaderValueOption{extproc.SetHeader(wire.HeaderDestinationEndpoint, dest)}}))
-	headers.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
+	decision := extproc.Routed(&extprocv3.HeaderMutation{
+		SetHeaders: []*corev3.HeaderValueOption{extproc.SetHeader(wire.HeaderDestinationEndpoint, dest)}})
+	inBodyReply := x.requestBuffered && !x.headersOnly
+	var first *extprocv3.ProcessingResponse
+	if inBodyReply {
+		first = extproc.RequestBody(decision)
+	} else {
+		first = extproc.RequestHeaders(decision)
+	}
+	first.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
 		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
 	})
 	replies := make([]*extprocv3.ProcessingResponse, 0, 1+max(1, len(x.chunks)))
-	replies = append(replies, headers)
-	if !x.headersOnly {
+	replies = append(replies, first)
+	if !x.headersOnly && !inBodyReply {
 		replies = extproc.AppendRequestChunks(replies, x.chunks, false)
 	}
 	x.chunks = nil
@@ -359,6 +392,9 @@ func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.Pr
 	}
 	if b.GetEndOfStream() {
 		s.finish(x, true)
+	}
+	if x.responseChunked {
+		return extproc.ResponseBody()
 	}
 	return extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())
 }

@@ -32,6 +32,12 @@ type fixture struct {
 
 func start(t testing.TB, n int, cfg string) *fixture {
 	t.Helper()
+	return startBehind(t, n, cfg, extproctest.Config{})
+}
+
+// startBehind is start with Envoy's ext_proc filter configured as envoy says.
+func startBehind(t testing.TB, n int, cfg string, envoy extproctest.Config) *fixture {
+	t.Helper()
 	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for i := range n {
@@ -52,7 +58,7 @@ func start(t testing.TB, n int, cfg string) *fixture {
 	for i, k := range f.keys {
 		d.UpdateMetrics(k, datastore.Metrics{Waiting: i, SampledAt: now}, now)
 	}
-	f.client = extproctest.Start(t, &server.ExtProc{Director: d, Metrics: metrics.New()}, extproctest.Config{})
+	f.client = extproctest.Start(t, &server.ExtProc{Director: d, Metrics: metrics.New()}, envoy)
 	return f
 }
 
@@ -296,4 +302,56 @@ func BenchmarkRequestPath512KiB(b *testing.B) {
 	b.ReportMetric(float64((p99-base99).Microseconds())/1e3, "added-p99-ms")
 	b.ReportMetric(float64((lat[len(lat)/2]-baseLat[len(baseLat)/2]).Microseconds())/1e3, "added-p50-ms")
 	b.ReportMetric(float64((cpu-baseCPU).Microseconds())/1e3/float64(b.N), "added-cpu-ms")
+}
+
+// failOpenEnvoy is how Envoy calls a picker whose route fails open: Envoy
+// refuses failure_mode_allow with full-duplex bodies.
+var failOpenEnvoy = extproctest.Config{RequestBodyMode: extproctest.Buffered, ResponseBodyMode: extproctest.Streamed}
+
+func TestPicksWithABufferedRequestAndAStreamedResponse(t *testing.T) {
+	f := startBehind(t, 3, "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 1", failOpenEnvoy)
+	body := chatBody(64 << 10)
+	chunks := [][]byte{
+		[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"),
+		[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: [DONE]\n\n"),
+	}
+	req := extproctest.PostJSON("/v1/chat/completions", body)
+	req.Response = &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200", "content-type", "text/event-stream"), Chunks: chunks}
+	// A picker that held its headers reply for the body would never get it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.client.Process(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(f.keys[:2], ",") // queues 0 < 1 < 2
+	if got := res.RequestHeaders.Get(wire.HeaderDestinationEndpoint); got != want {
+		t.Fatalf("header %q, want %q", got, want)
+	}
+	if got := res.DynamicMetadata[wire.MetadataNamespaceLB][wire.MetadataKeyDestinationEndpoint]; got != want {
+		t.Fatalf("metadata %v, want %q", res.DynamicMetadata, want)
+	}
+	if !res.RouteCacheCleared || len(res.Ignored) > 0 {
+		t.Fatalf("route cache cleared %v, ignored %v", res.RouteCacheCleared, res.Ignored)
+	}
+	if !bytes.Equal(res.RequestBody, body) || !bytes.Equal(res.ResponseBody, bytes.Join(chunks, nil)) || len(res.ResponseChunks) != len(chunks) {
+		t.Fatalf("bodies changed: request %d of %d bytes, response %q", len(res.RequestBody), len(body), res.ResponseBody)
+	}
+	st := f.d.Store().Get(f.keys[0])
+	var v datastore.View
+	st.View(time.Now(), 0, &v)
+	if v.InFlight != 0 || st.Speed().PrefillSamples != 1 {
+		t.Fatalf("accounting after the response: %+v speed %+v", v, st.Speed())
+	}
+
+	// A request without a body is picked for from its headers.
+	get, err := f.client.Process(context.Background(), extproctest.Request{Headers: extproctest.NewHeaders(":method", "GET", ":path", "/v1/models")})
+	if err != nil || get.RequestHeaders.Get(wire.HeaderDestinationEndpoint) == "" {
+		t.Fatalf("headers-only request: %v %v", err, get.RequestHeaders)
+	}
+	// Refusals are immediate responses in this mode too.
+	bad, err := f.client.Process(context.Background(), extproctest.PostJSON("/v1/chat/completions", []byte(`{"messages":`)))
+	if err != nil || bad.ImmediateResponse == nil || bad.ImmediateResponse.Status != 400 {
+		t.Fatalf("malformed body: %v %+v", err, bad.ImmediateResponse)
+	}
 }
