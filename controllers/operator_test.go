@@ -112,7 +112,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		qwen = route(ns, "qwen", "igw", []igwv1.ModelName{"qwen3-32b"}, func(mr *igwv1.ModelRoute) {
 			mr.Spec.Engine = igwv1.EngineSGLang
 			mr.Spec.Adapters = []igwv1.LoRAAdapter{{Name: "qwen3-32b-sql"}, {Name: "qwen3-32b-support", BaseModel: "qwen3-32b"}}
-			mr.Spec.EPP = &igwv1.EPPOverrides{PodSettings: igwv1.PodSettings{Replicas: ptr[int32](2)}}
+			mr.Spec.EPP = &igwv1.EPPOverrides{PodSettings: igwv1.PodSettings{Replicas: ptr[int32](2)}, FailureMode: igwv1.FailOpen}
 			mr.Spec.RequestTimeout = &metav1.Duration{Duration: 1500 * time.Millisecond} // Go writes 1.5s, which the HTTPRoute schema refuses
 		})
 	})

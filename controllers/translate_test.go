@@ -43,6 +43,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/envoysim"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/egext"
@@ -329,6 +330,38 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 		}
 	}
 
+	cfg := getConfig(namespace, config)
+	for _, r := range routes {
+		model := render.ServedNames(getRoute(ns, r))[0]
+		down := envoysim.Request{Path: "/v1/chat/completions", Down: []string{eppFilterOf(r)}}
+		trace, err := envoysim.Walk(hcm, rc, down, effects(model))
+		Expect(err).NotTo(HaveOccurred())
+		if render.EPPFailureMode(getRoute(ns, r), cfg) == igwv1.FailOpen {
+			By("with " + r + "'s picker down, its FailOpen request still reaches the pool, balanced without a destination header")
+			Expect(trace.FailedOpen).To(Equal([]string{eppFilterOf(r)}))
+			Expect(trace.Ran).To(Equal([]string{bbr}))
+			Expect(trace.FinalRoute).To(HavePrefix("httproute/" + ns + "/" + r + "/"))
+			Expect(trace.Headers).NotTo(HaveKey(wire.HeaderDestinationEndpoint))
+			checkPoolCluster(dump, trace.Cluster, r)
+		} else {
+			By("with " + r + "'s picker down, its FailClose request gets Envoy's 500")
+			Expect(trace.FailedClosed).To(Equal(eppFilterOf(r)))
+			Expect(trace.DirectStatus).To(BeEquivalentTo(500))
+			Expect(trace.Cluster).To(BeEmpty())
+		}
+		By("another model's picker being down does not touch " + r + "'s requests")
+		for _, other := range routes {
+			if other == r {
+				continue
+			}
+			trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: "/v1/chat/completions", Down: []string{eppFilterOf(other)}}, effects(model))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(trace.FailedOpen).To(BeEmpty())
+			Expect(trace.FailedClosed).To(BeEmpty())
+			Expect(trace.Ran).To(Equal([]string{bbr, eppFilterOf(r)}))
+		}
+	}
+
 	By("a client-sent model header does not bypass the router: the body decides")
 	other := render.ServedNames(getRoute(ns, routes[1]))[0]
 	trace, err := envoysim.Walk(hcm, rc, envoysim.Request{Path: "/v1/completions",
@@ -373,7 +406,12 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	Expect(trace.FinalRoute).To(HavePrefix("httproute/" + ns + "/" + render.NamesForConfig(config).CatchAll + "/"))
 	Expect(trace.DirectStatus).To(BeEquivalentTo(404))
 
-	By("the router buffers the body, which is what lets its header re-route, and the pickers stream both ways")
+	By("the router buffers the body, which is what lets its header re-route; pickers failing closed stream both ways, those failing open buffer the request and stream the response")
+	pickerModes := map[string]igwv1.FailureMode{}
+	for _, r := range routes {
+		pickerModes[eppFilterOf(r)] = render.EPPFailureMode(getRoute(ns, r), cfg)
+	}
+	seen := 0
 	for _, hf := range hcm.GetHttpFilters() {
 		var ep extprocv3.ExternalProcessor
 		if hf.GetTypedConfig().UnmarshalTo(&ep) != nil {
@@ -384,11 +422,21 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 			Expect(ep.GetProcessingMode().GetRequestBodyMode()).To(Equal(extprocv3.ProcessingMode_BUFFERED))
 		case egext.RoleEPP:
 			Expect(hf.GetDisabled()).To(BeFalse(), "pickers must be in every stream's chain")
-			Expect(ep.GetProcessingMode().GetRequestBodyMode()).To(Equal(extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED))
-			Expect(ep.GetProcessingMode().GetResponseBodyMode()).To(Equal(extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED))
 			Expect(ep.GetMetadataOptions().GetReceivingNamespaces().GetUntyped()).To(ContainElement(wire.MetadataNamespaceLB))
+			Expect(pickerModes).To(HaveKey(hf.GetName()))
+			seen++
+			request, response := extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED, extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED
+			failOpen := pickerModes[hf.GetName()] == igwv1.FailOpen
+			if failOpen {
+				request, response = extprocv3.ProcessingMode_BUFFERED, extprocv3.ProcessingMode_STREAMED
+			}
+			Expect(ep.GetFailureModeAllow()).To(Equal(failOpen), hf.GetName())
+			Expect(ep.GetProcessingMode().GetRequestBodyMode()).To(Equal(request), hf.GetName())
+			Expect(ep.GetProcessingMode().GetResponseBodyMode()).To(Equal(response), hf.GetName())
 		}
 	}
+	Expect(seen).To(Equal(len(routes)))
+	Expect(pickerModes).To(ContainElements(igwv1.FailOpen, igwv1.FailClose), "the suite's routes cover both failure modes")
 }
 
 // checkPoolCluster asserts that a model's cluster overrides the host from the
@@ -405,6 +453,13 @@ func checkPoolCluster(d xdsDump, name, route string) {
 	}
 	Expect(found).To(BeTrue(), "cluster %s has no override_host load balancing policy", name)
 	Expect(oh.GetOverrideHostSources()).To(ContainElement(HaveField("Header", wire.HeaderDestinationEndpoint)))
+	// Without the header (a picker that failed open) or with a host not in the
+	// pool, the fallback balances over the pool's endpoints.
+	var fallbacks []string
+	for _, p := range oh.GetFallbackPolicy().GetPolicies() {
+		fallbacks = append(fallbacks, p.GetTypedExtensionConfig().GetTypedConfig().GetTypeUrl())
+	}
+	Expect(fallbacks).To(ContainElement(HaveSuffix("least_request.v3.LeastRequest")), "fallback of cluster %s", name)
 	var svc corev1.Service
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
 	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))

@@ -14,11 +14,15 @@
 //     disabled=true;
 //   - a filter that changes headers clears the route cache (as the body-based
 //     router and the picker do), so later filters and the router see the
-//     recomputed route.
+//     recomputed route;
+//   - an ext_proc filter whose server is down fails open when its
+//     failure_mode_allow (or the current route's override of it) is true: the
+//     request goes on unchanged; otherwise Envoy answers 500 itself.
 package envoysim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -31,6 +35,9 @@ import (
 type Request struct {
 	Path    string
 	Headers map[string]string
+	// Down names the ext_proc filters whose server cannot be reached (or does
+	// not answer within the message timeout).
+	Down []string
 }
 
 // Effect is what an ext_proc server does to the request headers; nil leaves them.
@@ -42,8 +49,12 @@ type Trace struct {
 	// Chain are the filters that joined the stream, in order.
 	Chain []string
 	// Ran are the ext_proc filters that processed the request, in order.
-	Ran        []string
-	FinalRoute string
+	Ran []string
+	// FailedOpen are the filters whose server was down and that let the request
+	// go on; FailedClosed is the one that ended it with Envoy's 500.
+	FailedOpen   []string
+	FailedClosed string
+	FinalRoute   string
 	// Cluster the router sent the request to, or DirectStatus when the route answered itself.
 	Cluster      string
 	DirectStatus uint32
@@ -82,6 +93,14 @@ func Walk(hcm *hcmv3.HttpConnectionManager, rc *routev3.RouteConfiguration, req 
 			continue
 		}
 		if extProcDisabledOn(current, hf.GetName()) {
+			continue
+		}
+		if slices.Contains(req.Down, hf.GetName()) {
+			if !failureModeAllow(hf, current) {
+				t.FailedClosed, t.FinalRoute, t.Headers, t.DirectStatus = hf.GetName(), current.GetName(), headers, 500
+				return t, nil
+			}
+			t.FailedOpen = append(t.FailedOpen, hf.GetName())
 			continue
 		}
 		t.Ran = append(t.Ran, hf.GetName())
@@ -191,6 +210,18 @@ func extProcDisabledOn(r *routev3.Route, name string) bool {
 		return false
 	}
 	return isExtProcDisabled(a)
+}
+
+// failureModeAllow is the filter's failure_mode_allow, or the route's override of it.
+func failureModeAllow(hf *hcmv3.HttpFilter, r *routev3.Route) bool {
+	if a, ok := r.GetTypedPerFilterConfig()[hf.GetName()]; ok {
+		var pr extprocv3.ExtProcPerRoute
+		if a.MessageIs(&pr) && a.UnmarshalTo(&pr) == nil && pr.GetOverrides().GetFailureModeAllow() != nil {
+			return pr.GetOverrides().GetFailureModeAllow().GetValue()
+		}
+	}
+	var ep extprocv3.ExternalProcessor
+	return hf.GetTypedConfig().UnmarshalTo(&ep) == nil && ep.GetFailureModeAllow()
 }
 
 func isExtProcDisabled(a *anypb.Any) bool {

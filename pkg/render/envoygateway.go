@@ -48,13 +48,20 @@ func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTr
 	}
 }
 
-// eppExtensionPolicy attaches the route's picker as ext_proc, streaming both
-// bodies full-duplex: the request so the picker sees the prompt, the response
-// so it learns each pod's speed from the token stream. Envoy Gateway v1.9
-// refuses failOpen with full-duplex streaming, so the policy always fails
-// closed (the InferencePool carries the requested mode for native gateways).
-func eppExtensionPolicy(m metav1.ObjectMeta, n RouteNames) *egv1a1.EnvoyExtensionPolicy {
-	full := egv1a1.FullDuplexStreamedExtBodyProcessingMode
+// eppExtensionPolicy attaches the route's picker as ext_proc. Failing closed,
+// both bodies stream full-duplex: the request so the picker sees the prompt,
+// the response so it learns each pod's speed from the token stream. Envoy
+// refuses failure_mode_allow with full-duplex streaming, so failing open
+// buffers the request body (the picker answers from the body message, as the
+// body-based router does) and streams the response one chunk at a time; with
+// the picker unreachable or past its message timeout, Envoy then skips it and
+// the route's least-request fallback picks among the pool's pods.
+func eppExtensionPolicy(m metav1.ObjectMeta, n RouteNames, mode igwv1.FailureMode) *egv1a1.EnvoyExtensionPolicy {
+	request, response := egv1a1.FullDuplexStreamedExtBodyProcessingMode, egv1a1.FullDuplexStreamedExtBodyProcessingMode
+	failOpen := mode == igwv1.FailOpen
+	if failOpen {
+		request, response = egv1a1.BufferedExtProcBodyProcessingMode, egv1a1.StreamedExtProcBodyProcessingMode
+	}
 	port := gwapiv1.PortNumber(EPPGRPCPort)
 	timeout := eppMessageTimeout
 	return &egv1a1.EnvoyExtensionPolicy{
@@ -66,9 +73,10 @@ func eppExtensionPolicy(m metav1.ObjectMeta, n RouteNames) *egv1a1.EnvoyExtensio
 				BackendCluster: egv1a1.BackendCluster{BackendRefs: []egv1a1.BackendRef{{BackendObjectReference: gwapiv1.BackendObjectReference{
 					Name: gwapiv1.ObjectName(n.EPP), Port: &port}}}},
 				MessageTimeout: &timeout,
+				FailOpen:       &failOpen,
 				ProcessingMode: &egv1a1.ExtProcProcessingMode{
-					Request:  &egv1a1.ProcessingModeOptions{Body: &full},
-					Response: &egv1a1.ProcessingModeOptions{Body: &full},
+					Request:  &egv1a1.ProcessingModeOptions{Body: &request},
+					Response: &egv1a1.ProcessingModeOptions{Body: &response},
 				},
 				Metadata: &egv1a1.ExtProcMetadata{WritableNamespaces: []string{wire.MetadataNamespaceLB}},
 			}},

@@ -96,7 +96,7 @@ func Route(in RouteInput) (RouteOutput, error) {
 	if !native {
 		out.Objects = append(out.Objects,
 			endpointOverridePolicy(m(n.TrafficPolicy), n.HTTPRoute),
-			eppExtensionPolicy(m(n.EPPPolicy), n),
+			eppExtensionPolicy(m(n.EPPPolicy), n, EPPFailureMode(mr, cfg)),
 		)
 	}
 	return out, nil
