@@ -4,14 +4,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// FailureMode says what the gateway does with a request when the endpoint picker cannot answer.
+// FailureMode says what the gateway does with a request when the endpoint picker cannot answer
+// (unreachable, an error, or past its message timeout).
 // +kubebuilder:validation:Enum=FailOpen;FailClose
 type FailureMode string
 
 const (
-	// FailOpen sends the request to an endpoint chosen by the proxy's own load balancer.
+	// FailOpen sends the request on unpicked, to an endpoint chosen by the proxy's own load
+	// balancer among the pool's ready pods (least request on Envoy Gateway). While the picker is
+	// down there is no prefix-cache, LoRA or load-aware picking, no admission control and no
+	// learning. On Envoy Gateway it costs the picker's full-duplex streaming: the request body is
+	// buffered in Envoy before the pick, and each response chunk waits for the picker's reply.
 	FailOpen FailureMode = "FailOpen"
-	// FailClose rejects the request.
+	// FailClose rejects the request (Envoy answers 500, 504 on a timeout): a picker outage is an outage of
+	// its model.
 	FailClose FailureMode = "FailClose"
 )
 

@@ -110,7 +110,11 @@ type EPPDefaults struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Telemetry staleness",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	MetricsStaleness *metav1.Duration `json:"metricsStaleness,omitempty"`
 
-	// FailureMode when the endpoint picker is unreachable.
+	// FailureMode applies when the endpoint picker is unreachable, fails or times out.
+	// FailClose rejects the request (Envoy Gateway answers 5xx): a picker outage is a model outage.
+	// FailOpen serves it by least request over the pool's ready pods, without cache, LoRA or
+	// load-aware picking or shedding; on Envoy Gateway the picker then gets the request body
+	// buffered and the response chunk by chunk.
 	// +optional
 	// +kubebuilder:default=FailClose
 	FailureMode FailureMode `json:"failureMode,omitempty"`

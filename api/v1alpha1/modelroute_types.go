@@ -87,7 +87,11 @@ type ModelScoring struct {
 type EPPOverrides struct {
 	PodSettings `json:",inline"`
 
-	// FailureMode when the endpoint picker is unreachable.
+	// FailureMode applies when the endpoint picker is unreachable, fails or times out.
+	// FailClose rejects the request (Envoy Gateway answers 5xx): a picker outage is a model outage.
+	// FailOpen serves it by least request over the pool's ready pods, without cache, LoRA or
+	// load-aware picking or shedding; on Envoy Gateway the picker then gets the request body
+	// buffered and the response chunk by chunk.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failure mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:FailOpen","urn:alm:descriptor:com.tectonic.ui:select:FailClose"}
 	FailureMode FailureMode `json:"failureMode,omitempty"`
