@@ -51,11 +51,7 @@ func routeStatus(mr *igwv1.ModelRoute, o routeObservation, err error) (st igwv1.
 		conds.set(igwv1.ConditionAccepted, false, igwv1.ReasonConfigNotFound, "%s", msg)
 		conds.set(igwv1.ConditionResolvedRefs, false, igwv1.ReasonConfigNotFound, "%s", msg)
 	case o.Config != nil:
-		accepted := "the route is served through InferenceGatewayConfig " + o.Config.Name
-		if o.Config.Spec.Gateway.Provider != igwv1.ProviderNative && render.EPPFailureMode(mr, o.Config) == igwv1.FailOpen {
-			accepted += "; Envoy Gateway v1.9 cannot fail open with full-duplex ext_proc, so requests fail closed when the picker is down (the InferencePool keeps FailOpen for native gateways)"
-		}
-		conds.set(igwv1.ConditionAccepted, true, igwv1.ReasonAccepted, "%s", accepted)
+		conds.set(igwv1.ConditionAccepted, true, igwv1.ReasonAccepted, "the route is served through InferenceGatewayConfig %s", o.Config.Name)
 		switch {
 		case !o.Refs.ok():
 			conds.set(igwv1.ConditionResolvedRefs, false, o.Refs.reason(), "%s", o.Refs.message())

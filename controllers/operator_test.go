@@ -295,6 +295,10 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 
 	It("is accepted by Envoy Gateway's translator, and the hooked xDS routes each model through BBR and its picker", func() {
 		checkEnvoyGatewayTranslation(ns, []string{"llama", "qwen"}, "igw")
+		By("the FailOpen route's status carries no caveat: it does fail open")
+		accepted := meta.FindStatusCondition(getRoute(ns, "qwen").Status.Conditions, igwv1.ConditionAccepted)
+		Expect(accepted).NotTo(BeNil())
+		Expect(accepted.Message).To(Equal("the route is served through InferenceGatewayConfig igw"))
 	})
 
 	It("repairs a deleted or edited child", func() {
