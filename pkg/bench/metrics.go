@@ -24,6 +24,8 @@ type Metrics struct {
 	OutputTokPerS float64 `json:"output_tok_per_s"`
 	Completed     float64 `json:"completed"`
 	Failed        float64 `json:"failed"`
+	// FailedByCode splits Failed by the code each request ended with.
+	FailedByCode FailedByCode `json:"failed_by_code"`
 	// Goodput is the counted requests per second that met both SLOs, over the
 	// same window.
 	Goodput float64 `json:"goodput"`
@@ -35,7 +37,7 @@ type Metrics struct {
 // Compute derives a run's metrics from its trace. It also returns the TTFTs
 // (seconds, sorted) of the counted completed requests, for plots.
 func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
-	var m Metrics
+	m := Metrics{FailedByCode: FailedByCode{}}
 	var ttft, tpot, e2e []float64
 	var outTokens, good int
 	last := sc.Warmup
@@ -46,6 +48,11 @@ func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
 		}
 		if r.Failed || !r.Done {
 			m.Failed++
+			if !r.Done {
+				m.FailedByCode.add(CodeClientTimeout) // still waiting when the run ended
+			} else {
+				m.FailedByCode.add(r.Code)
+			}
 			continue
 		}
 		m.Completed++
@@ -117,5 +124,6 @@ func MedianMetrics(runs []Metrics) Metrics {
 		}
 		*c.Field(&out) = Median(xs)
 	}
+	out.FailedByCode = medianFailedByCode(runs)
 	return out
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -88,8 +89,9 @@ func TestColumnsCoverEveryMetric(t *testing.T) {
 			seen[p] = true
 		}
 	}
-	if n := reflect.TypeFor[Metrics]().NumField(); len(seen) != n {
-		t.Fatalf("%d columns for %d metrics", len(seen), n)
+	// FailedByCode is a map beside the columns: it splits the failed column.
+	if n := reflect.TypeFor[Metrics]().NumField() - 1; len(seen) != n {
+		t.Fatalf("%d columns for %d numeric metrics", len(seen), n)
 	}
 	runs := make([]Metrics, 3)
 	for k := range runs {
@@ -123,13 +125,35 @@ func TestReportJSONShape(t *testing.T) {
 	var summary map[string]map[string]any
 	_ = json.Unmarshal(obj["results"], &results)
 	_ = json.Unmarshal(obj["summary"], &summary)
-	metricKeys := []string{"completed", "e2e_p99_s", "failed", "goodput", "lora_loads", "output_tok_per_s", "prefix_hit_rate",
+	metricKeys := []string{"completed", "e2e_p99_s", "failed", "failed_by_code", "goodput", "lora_loads", "output_tok_per_s", "prefix_hit_rate",
 		"tpot_p50_s", "tpot_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s"}
 	if len(results) != 2 || !slices.Equal(sortedKeys(results[0]), sortedKeys(withKeys(metricKeys, "policy", "seed"))) {
 		t.Fatalf("result keys %v", sortedKeys(results[0]))
 	}
 	if !slices.Equal(sortedKeys(summary["igw"]), metricKeys) {
 		t.Fatalf("summary keys %v", sortedKeys(summary["igw"]))
+	}
+}
+
+// failed_by_code counts each failure under its code, a request still waiting
+// at the end as a client timeout, and takes medians per code over seeds.
+func TestFailedByCode(t *testing.T) {
+	sc := &scenario.Scenario{Warmup: 0}
+	tr := &Trace{Records: []Record{
+		{Counted: true, Done: true, Failed: true, Code: 500},
+		{Counted: true, Done: true, Failed: true, Code: 500},
+		{Counted: true, Done: true, Failed: true, Code: 429},
+		{Counted: true}, // never answered
+		{Counted: false, Done: true, Failed: true, Code: 503},
+	}}
+	m, _ := Compute(tr, sc)
+	want := FailedByCode{"500": 2, "429": 1, "599": 1}
+	if m.Failed != 4 || !maps.Equal(m.FailedByCode, want) {
+		t.Fatalf("failed %v by code %v, want 4 %v", m.Failed, m.FailedByCode, want)
+	}
+	med := MedianMetrics([]Metrics{m, {FailedByCode: FailedByCode{"500": 10}}, {FailedByCode: FailedByCode{"500": 1, "429": 3}}})
+	if want := (FailedByCode{"500": 2, "429": 1, "599": 0}); !maps.Equal(med.FailedByCode, want) {
+		t.Errorf("medians %v, want %v", med.FailedByCode, want)
 	}
 }
 

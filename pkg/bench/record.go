@@ -27,6 +27,9 @@ type Record struct {
 	// Done is set when the request finished or failed.
 	Done   bool
 	Failed bool
+	// Code is what a failed request ended with: the HTTP status the client
+	// received, or CodeNoResponse or CodeClientTimeout.
+	Code int
 	// Pod is the index of the pod that served it (-1: none).
 	Pod int
 	// Adapter is the LoRA adapter it named ("" for the base model).
@@ -91,11 +94,12 @@ func (r *Recorder) Finished(id uint64, at time.Duration, outputTokens, promptTok
 	}
 }
 
-// Failed records a request that got no answer (rejected or broken).
-func (r *Recorder) Failed(id uint64, at time.Duration) {
+// Failed records a request that got no answer (rejected or broken) and the
+// code it ended with (see Record.Code).
+func (r *Recorder) Failed(id uint64, at time.Duration, code int) {
 	if i, ok := r.byID[id]; ok {
 		rec := &r.trace.Records[i]
-		rec.Finish, rec.Failed, rec.Done = at, true, true
+		rec.Finish, rec.Failed, rec.Done, rec.Code = at, true, true, code
 		delete(r.byID, id)
 	}
 }

@@ -79,7 +79,7 @@ func (e *eppPicker) Reroute(p *Pick, endpoint string, now time.Time) {
 		p.Breakdown += ";rerouted=" + endpoint
 	}
 	if res := result(p); res != nil {
-		p.Ticket = e.d.Reroute(res, endpoint, now)
+		p.Ticket = e.d.Reroute(res, director.Failure{}, endpoint, now) // a dial error
 	}
 }
 

@@ -33,6 +33,12 @@ type Engine struct {
 	pool         []*request
 
 	predictor predictor
+
+	// faults is the pod's fault schedule; crashed counts the crashes of it
+	// already applied (they are applied in order of start).
+	faults  Faults
+	crashes []time.Duration
+	crashed int
 }
 
 // Errors returned by Submit.
@@ -40,6 +46,10 @@ var (
 	ErrDuplicateID   = errors.New("sim: request ID already in flight")
 	ErrTimeBackwards = errors.New("sim: time went backwards")
 	ErrLoRADisabled  = errors.New("sim: request names an adapter but the pod has no adapter slots")
+	// ErrRefused: the pod is down (a crash fault); a server refuses the connection.
+	ErrRefused = errors.New("sim: connection refused: the pod is down")
+	// ErrFailFast: a fail-fast fault; a server answers 500.
+	ErrFailFast = errors.New("sim: internal server error (fail-fast fault)")
 )
 
 // New builds an engine for cfg; zero fields take their defaults.
@@ -65,19 +75,30 @@ func New(cfg Config) (*Engine, error) {
 		byID:         make(map[uint64]*request),
 		adapterIndex: make(map[string]int32),
 	}
-	e.pod = pod{
-		prof:       &e.prof,
-		maxNumSeqs: cfg.MaxNumSeqs,
-		budget:     int32(cfg.MaxNumBatchedTokens),
-		maxLoras:   cfg.MaxLoras,
-		loraLoad:   cfg.LoRALoadTime,
-		jitter:     cfg.SpeedJitter,
-		rng:        splitmix.Source(cfg.Seed),
-		kv:         e.kv,
-		stats:      newPodStats(),
-		recycle:    e.recycle,
-	}
+	e.pod = e.freshPod(splitmix.Source(cfg.Seed), newPodStats())
 	return e, nil
+}
+
+// freshPod is an idle pod on e's KV cache: at start, and after a crash (which
+// keeps the random stream and the counters, as a scrape across a restart of
+// one exporter would not, but the benchmark's window sums need).
+func (e *Engine) freshPod(rng splitmix.Source, stats *podStats) pod {
+	n := len(e.adapterNames)
+	return pod{
+		prof:           &e.prof,
+		maxNumSeqs:     e.cfg.MaxNumSeqs,
+		budget:         int32(e.cfg.MaxNumBatchedTokens),
+		maxLoras:       e.cfg.MaxLoras,
+		loraLoad:       e.cfg.LoRALoadTime,
+		jitter:         e.cfg.SpeedJitter,
+		rng:            rng,
+		kv:             e.kv,
+		stats:          stats,
+		recycle:        e.recycle,
+		adapterRunning: make([]int32, n),
+		adapterWaiting: make([]int32, n),
+		adapterStep:    make([]uint64, n),
+	}
 }
 
 // Config returns the engine's configuration with defaults applied.
@@ -117,15 +138,21 @@ func (e *Engine) Submit(req Request, now time.Duration) error {
 		return fmt.Errorf("sim: prompt of %d tokens plus %d output tokens exceeds the maximum model length %d",
 			len(req.Prompt), req.OutputTokens, e.maxModelLen)
 	}
-	adapter := int32(noAdapter)
-	if req.Adapter != "" {
-		if e.cfg.MaxLoras == 0 {
-			return ErrLoRADisabled
-		}
-		adapter = e.adapter(req.Adapter)
+	if req.Adapter != "" && e.cfg.MaxLoras == 0 {
+		return ErrLoRADisabled
 	}
 	e.resetEvents()
 	e.advanceTo(now)
+	switch {
+	case e.faults.Active(FaultCrash, now):
+		return ErrRefused
+	case e.faults.Active(FaultFailFast, now):
+		return ErrFailFast
+	}
+	adapter := int32(noAdapter)
+	if req.Adapter != "" {
+		adapter = e.adapter(req.Adapter)
+	}
 
 	r := e.newRequest()
 	r.id = req.ID
@@ -176,8 +203,14 @@ func (e *Engine) Abort(id uint64, now time.Duration) bool {
 	return true
 }
 
-// NextEventTime is when the step in flight ends; false if the pod is idle.
-func (e *Engine) NextEventTime() (time.Duration, bool) { return e.pod.stepEnd, e.pod.busy }
+// NextEventTime is when the step in flight ends, or a crash fault resets the
+// requests in flight if that comes first; false if the pod is idle.
+func (e *Engine) NextEventTime() (time.Duration, bool) {
+	if e.crashed < len(e.crashes) && len(e.byID) > 0 && (!e.pod.busy || e.crashes[e.crashed] < e.pod.stepEnd) {
+		return max(e.crashes[e.crashed], e.now), true
+	}
+	return e.pod.stepEnd, e.pod.busy
+}
 
 // Advance completes every step ending at or before to and returns the events
 // produced since the previous Advance, in time order. The slice is reused: it is
@@ -190,6 +223,12 @@ func (e *Engine) Advance(to time.Duration) []Event {
 }
 
 func (e *Engine) advanceTo(t time.Duration) {
+	for e.crashed < len(e.crashes) && e.crashes[e.crashed] <= t {
+		at := max(e.crashes[e.crashed], e.now)
+		e.pod.advanceTo(at)
+		e.crash(at)
+		e.crashed++
+	}
 	e.pod.advanceTo(t)
 	e.now = t
 }
@@ -269,4 +308,9 @@ func (e *Engine) SnapshotInto(s *Snapshot) {
 	st.itl.copyInto(&s.ITL)
 	st.e2e.copyInto(&s.E2E)
 	st.queue.copyInto(&s.QueueTime)
+	if e.faults.Active(FaultFailFast, e.now) {
+		// The exporter of a broken server still answers, with nothing running.
+		s.Running, s.Waiting, s.KVCacheUsage, s.WaitingPrefillTokens = 0, 0, 0, 0
+		s.RunningAdapters, s.WaitingAdapters = s.RunningAdapters[:0], s.WaitingAdapters[:0]
+	}
 }

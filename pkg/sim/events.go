@@ -13,6 +13,9 @@ const (
 	// EventFinish: the request produced its last token and left the pod. It
 	// follows the same step's token event.
 	EventFinish
+	// EventFailed: the request was dropped unfinished (a crash fault reset its
+	// connection).
+	EventFailed
 )
 
 func (k EventKind) String() string {
@@ -23,6 +26,8 @@ func (k EventKind) String() string {
 		return "token"
 	case EventFinish:
 		return "finish"
+	case EventFailed:
+		return "failed"
 	}
 	return "unknown"
 }

@@ -165,7 +165,9 @@ func (e *Engine) flushKVEvents(at time.Duration) {
 		}
 		h, t = h+nh, t+nt
 	}
-	l.sink.PublishKVEvents(at, l.events)
+	if !e.eventsLost(at) {
+		l.sink.PublishKVEvents(at, l.events)
+	}
 	l.events, l.hashes, l.tokens = l.events[:0], l.hashes[:0], l.tokens[:0]
 	l.lastReq = nil
 }

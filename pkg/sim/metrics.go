@@ -41,6 +41,15 @@ func (h *loraInfoHistory) record(running, waiting string, at float64) {
 func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	switch s.rt.metricsFault() {
+	case FaultMetricsAbsent:
+		http.Error(w, "metrics unavailable (fault)", http.StatusServiceUnavailable)
+		return
+	case FaultMetricsGarbage:
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write([]byte("vllm:num_requests_running{ \x00 garbage\n# TYPE\n}}}\n"))
+		return
+	}
 	s.rt.snapshot(&s.snap)
 	var b bytes.Buffer
 	m := metricWriter{b: &b, labels: `model_name=` + labelValue(s.servedNames[0])}

@@ -27,6 +27,10 @@ func badRequest(param, format string, args ...any) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Type: "BadRequestError", Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
+func internalError(err error) *apiError {
+	return &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: err.Error()}
+}
+
 func modelNotFound(model string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Param: "model",
 		Message: fmt.Sprintf("The model `%s` does not exist.", model)}

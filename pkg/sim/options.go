@@ -31,6 +31,9 @@ type Options struct {
 	EnablePromptTokensDetails bool
 	// KVEvents is --kv-events-config: publish KV cache events as vLLM does.
 	KVEvents KVEventsConfig
+	// Faults is --faults: the pod's fault schedule, times since the start
+	// (engine time).
+	Faults Faults
 }
 
 // DefaultOptions returns the options of a bare `modelsim` invocation.
@@ -79,6 +82,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", o.EnablePromptTokensDetails, "report cached prompt tokens in usage")
 	fs.Var(&kvEventsFlag{cfg: &o.KVEvents}, "kv-events-config",
 		`publish KV cache events as vLLM, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558","topic":"kv-events"}' ("*" binds --host)`)
+	fs.Var(faultsFlag{&o.Faults}, "faults", "fault schedule since start: comma-separated KIND@AT+FOR[xFACTOR], e.g. hang@30s+30s,slow@2m+1mx3 (kinds: "+joinKinds()+"; FOR 0: until exit)")
 	fs.Var(dropFlag{&o.KVEvents}, "kv-events-drop", "KV event sequence numbers not to send (still replayable), comma-separated: lost messages for tests")
 }
 
@@ -104,6 +108,9 @@ func (o *Options) Validate() error {
 		if err := o.KVEvents.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := o.Faults.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--faults: %w", err))
 	}
 	for _, n := range o.ServedModelNames {
 		if n == "" {
@@ -132,6 +139,24 @@ func (f kvTokensFlag) Set(s string) error {
 	n, err := ParseKVCacheTokens(s)
 	if err == nil {
 		*f.tokens = n
+	}
+	return err
+}
+
+// faultsFlag is --faults.
+type faultsFlag struct{ faults *Faults }
+
+func (f faultsFlag) String() string {
+	if f.faults == nil {
+		return ""
+	}
+	return f.faults.String()
+}
+
+func (f faultsFlag) Set(s string) error {
+	fs, err := ParseFaults(s)
+	if err == nil {
+		*f.faults = append(*f.faults, fs...)
 	}
 	return err
 }

@@ -47,6 +47,8 @@ type pod struct {
 	emitTokens bool
 	// recycle receives every request that leaves the pod.
 	recycle func(*request)
+	// faults, when set, stretch steps over hangs and slow-downs.
+	faults Faults
 	// afterSchedule, when set, runs after each scheduling pass with the step's
 	// start (the engine publishes the pass's KV events).
 	afterSchedule func(at time.Duration)
@@ -103,7 +105,11 @@ func (p *pod) startStep(at time.Duration) {
 		return
 	}
 	p.busy = true
-	p.stepEnd = at + p.stepDuration()
+	if p.faults != nil {
+		p.stepEnd = p.faults.finish(at, p.stepDuration())
+	} else {
+		p.stepEnd = at + p.stepDuration()
+	}
 }
 
 // schedule fills p.batch as vLLM's scheduler does: running requests first, in

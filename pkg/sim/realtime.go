@@ -90,7 +90,7 @@ func (rt *realtime) advanceLocked(now time.Duration) {
 		switch ev.Kind {
 		case EventFirstToken, EventToken:
 			st.tokens = ev.Tokens
-		case EventFinish:
+		case EventFinish, EventFailed:
 			st.done, st.finish = true, ev
 			delete(rt.streams, ev.RequestID)
 		}
@@ -150,4 +150,11 @@ func (rt *realtime) kick() {
 	case rt.wake <- struct{}{}:
 	default:
 	}
+}
+
+// metricsFault is the metrics fault in force now.
+func (rt *realtime) metricsFault() FaultKind {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.eng.MetricsFault(rt.now())
 }

@@ -52,6 +52,9 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := eng.SetFaults(opts.Faults); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opts:        opts,
 		rt:          newRealtime(eng, opts.Speedup),
@@ -279,7 +282,13 @@ func (s *Server) resolveModel(model string) (string, error) {
 // generate runs a parsed request and writes its response, streamed or whole.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, gen *generation) {
 	id, st, err := s.rt.submit(Request{Adapter: gen.adapter, Prompt: gen.prompt, OutputTokens: gen.output, EndsWithStop: gen.endsWithStop})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrRefused):
+		panic(http.ErrAbortHandler) // the closest a running listener gets to a refused connection
+	case errors.Is(err, ErrFailFast):
+		internalError(err).write(w)
+		return
+	case err != nil:
 		badRequest("", "%v", err).write(w)
 		return
 	}
@@ -308,6 +317,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, gen *generatio
 			return
 		}
 		tokens, done, fin := s.rt.progress(st)
+		if fin.Kind == EventFailed {
+			panic(http.ErrAbortHandler) // the pod crashed: the stream breaks off
+		}
 		if tokens > sent || done {
 			if _, err := w.Write(resp.chunk(sent, tokens, done, fin)); err != nil {
 				s.rt.abort(id)
@@ -329,7 +341,10 @@ func (s *Server) wait(r *http.Request, id uint64, st *stream) bool {
 	for {
 		select {
 		case <-st.ready:
-			if _, done, _ := s.rt.progress(st); done {
+			if _, done, fin := s.rt.progress(st); done {
+				if fin.Kind == EventFailed {
+					panic(http.ErrAbortHandler)
+				}
 				return true
 			}
 		case <-r.Context().Done():

@@ -41,6 +41,9 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type flight struct {
 	req    *workload.Request
 	ticket policies.Ticket
+	pod    int
+	// started is set at the first token (the client's timeout no longer applies).
+	started bool
 }
 
 type run struct {
@@ -51,6 +54,8 @@ type run struct {
 	gen    *workload.Generator
 	rec    *bench.Recorder
 	flying map[uint64]*flight
+	// deadlines are the client timeouts of routed requests (faults.go).
+	deadlines []deadline
 
 	scrapeAt []time.Duration
 	snap     sim.Snapshot
@@ -63,9 +68,12 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 	sc := job.Scenario
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
 	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig}
-	groups := sc.PodGroups()
+	groups, faults := sc.PodGroups(), sc.PodFaults()
 	for i, cfg := range sc.PodConfigs(job.Seed) {
 		e, err := sim.New(cfg)
+		if err == nil {
+			err = e.SetFaults(faults[i])
+		}
 		if err != nil {
 			return fmt.Errorf("pod %d: %w", i, err)
 		}
@@ -98,7 +106,7 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 func (r *run) loop(ctx context.Context, progress func(float64)) error {
 	sc := r.job.Scenario
 	warmupDone := false
-	reported, guarded := time.Duration(-1), time.Duration(0)
+	reported, guarded, last := time.Duration(-1), time.Duration(0), time.Duration(0)
 	for iter := 0; ; iter++ {
 		if iter&4095 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -122,6 +130,9 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 				}
 			}
 		}
+		if t, ok := r.nextDeadline(); ok && t < next {
+			next, kind = t, "timeout"
+		}
 		if !warmupDone && sc.Warmup < next {
 			next, kind = sc.Warmup, "warmup"
 		}
@@ -134,14 +145,20 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 		case "scrape":
 			r.scrape(which, next)
 			r.scrapeAt[which] += sc.ScrapeInterval
+		case "timeout":
+			r.timeOut(next)
 		case "warmup":
 			warmupDone = true
 			r.baseline = r.counters(next)
 		case "arrival":
 			r.arrive(r.gen.Pop())
 		default:
-			return fmt.Errorf("requests in flight but no pod is busy (virtual time %v)", next)
+			if !r.abandonStuck(last) {
+				return fmt.Errorf("requests in flight but no pod is busy (virtual time %v)", next)
+			}
+			continue
 		}
+		last = next
 		if t := min(next, sc.Duration); t-reported >= time.Second {
 			reported = t
 			progress(0.99 * t.Seconds() / sc.Duration.Seconds())
@@ -175,20 +192,21 @@ func (r *run) arrive(req *workload.Request) {
 	preq := policies.Request{ID: req.ID, Model: req.Model, Adapter: req.Adapter, Prompt: req.Prompt,
 		Tokens: req.Tokens, OutputTokens: req.OutputTokens}
 	pod, ticket, err := r.router.Route(&preq, now)
-	if err == nil {
-		err = r.pods[pod].Submit(sim.Request{ID: req.ID, Adapter: req.Adapter, Prompt: req.Tokens, OutputTokens: req.OutputTokens}, at)
-		if err != nil {
-			r.router.ObserveFailure(ticket, director.Failure{}, now)
-		}
-	}
+	code := 0
 	if err != nil {
-		r.rec.Failed(req.ID, at)
+		code = routeCode(err)
+	} else {
+		pod, ticket, code = r.submit(req, pod, ticket, at)
+	}
+	if code != 0 {
+		r.rec.Failed(req.ID, at, code)
 		r.gen.Finished(req, at, false)
 		return
 	}
 	req.Tokens = nil // the engine keeps block hashes; the prompt text stays for the next turn
 	r.rec.Routed(req.ID, pod)
-	r.flying[req.ID] = &flight{req: req, ticket: ticket}
+	r.flying[req.ID] = &flight{req: req, ticket: ticket, pod: pod}
+	r.deadlines = append(r.deadlines, deadline{at: at + ClientTimeout, id: req.ID})
 	// Submit may complete steps ending at this instant; their events wait for the
 	// pod's next Advance, which the loop makes before anything later happens.
 	r.handle(r.pods[pod].Advance(at))
@@ -205,6 +223,7 @@ func (r *run) handle(events []sim.Event) {
 		now := epoch.Add(ev.Time)
 		switch ev.Kind {
 		case sim.EventFirstToken:
+			f.started = true
 			r.rec.FirstToken(ev.RequestID, ev.Time)
 			r.router.ObserveFirstToken(f.ticket, now)
 		case sim.EventToken:
@@ -214,12 +233,18 @@ func (r *run) handle(events []sim.Event) {
 			r.router.ObserveCompletion(f.ticket, ev.Tokens, now)
 			delete(r.flying, ev.RequestID)
 			r.gen.Finished(f.req, ev.Time, true)
+		case sim.EventFailed: // the pod crashed: the connection was reset
+			r.router.ObserveFailure(f.ticket, director.Failure{}, now)
+			r.fail(f, ev.Time, bench.CodeNoResponse)
 		}
 	}
 }
 
 // scrape hands the router pod i's telemetry as of at.
 func (r *run) scrape(i int, at time.Duration) {
+	if r.pods[i].MetricsFault(at) != "" {
+		return // the scrape fails (absent) or does not parse (garbage): the picker keeps its last sample
+	}
 	r.pods[i].SnapshotInto(&r.snap)
 	m := &r.samples[i]
 	MetricsFromSnapshot(&r.snap, epoch.Add(at), m)

@@ -2,6 +2,7 @@ package des_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -52,10 +53,10 @@ func TestDeterministicPerSeed(t *testing.T) {
 	sc := load(t)
 	for _, p := range []string{policies.IGW, policies.Random, policies.SGLangCacheAware} {
 		a, b, c := run(t, sc, p, 3), run(t, sc, p, 3), run(t, sc, p, 4)
-		if a.Metrics != b.Metrics {
+		if !reflect.DeepEqual(a.Metrics, b.Metrics) {
 			t.Errorf("%s: two runs of seed 3 differ:\n%+v\n%+v", p, a.Metrics, b.Metrics)
 		}
-		if a.Metrics == c.Metrics {
+		if reflect.DeepEqual(a.Metrics, c.Metrics) {
 			t.Errorf("%s: seeds 3 and 4 give identical results", p)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/epp/responsestream"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -20,7 +22,9 @@ type outcome struct {
 	firstToken time.Time // zero: none
 	finish     time.Time
 	failed     bool
-	err        string
+	// code is the status of a failed request (bench.CodeNoResponse when none came).
+	code int
+	err  string
 	// endpoint is the "ip:port" the gateway named in its score breakdown.
 	endpoint string
 	usage    responsestream.Usage
@@ -41,9 +45,16 @@ type completionBody struct {
 // arrives, with the same SSE meter the gateway uses.
 func send(ctx context.Context, client *http.Client, url, model, prompt string, maxTokens int, id uint64) outcome {
 	o := outcome{id: id}
+	o.code = bench.CodeNoResponse
 	fail := func(format string, a ...any) outcome {
 		o.failed, o.finish, o.err = true, time.Now(), fmt.Sprintf(format, a...)
 		return o
+	}
+	failErr := func(what string, err error) outcome {
+		if os.IsTimeout(err) {
+			o.code = bench.CodeClientTimeout
+		}
+		return fail("%s%v", what, err)
 	}
 	body, err := json.Marshal(completionBody{Model: model, Prompt: prompt, MaxTokens: maxTokens, Stream: true,
 		StreamOptions: map[string]any{"include_usage": true}})
@@ -59,7 +70,7 @@ func send(ctx context.Context, client *http.Client, url, model, prompt string, m
 	req.Header.Set(wire.HeaderDebug, "1")
 	resp, err := client.Do(req)
 	if err != nil {
-		return fail("%v", err)
+		return failErr("", err)
 	}
 	defer resp.Body.Close()
 	if b := resp.Header.Get(wire.HeaderScoreBreakdown); b != "" {
@@ -70,6 +81,7 @@ func send(ctx context.Context, client *http.Client, url, model, prompt string, m
 		}
 	}
 	if resp.StatusCode != http.StatusOK {
+		o.code = resp.StatusCode
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fail("status %d: %s", resp.StatusCode, msg)
 	}
@@ -84,7 +96,7 @@ func send(ctx context.Context, client *http.Client, url, model, prompt string, m
 			break
 		}
 		if rerr != nil {
-			return fail("reading the stream: %v", rerr)
+			return failErr("reading the stream: ", rerr)
 		}
 	}
 	o.finish = time.Now()

@@ -139,7 +139,7 @@ func (r *results) finish(o outcome) {
 		if r.firstErr == "" {
 			r.firstErr = o.err
 		}
-		r.rec.Failed(o.id, at)
+		r.rec.Failed(o.id, at, o.code)
 		r.gen.Finished(req, at, false)
 		return
 	}

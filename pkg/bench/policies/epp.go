@@ -102,3 +102,19 @@ func (r *eppRouter) Observe(pod int, m *datastore.Metrics, now time.Time) {
 }
 
 func (r *eppRouter) Wants() Feedback { return Feedback{Telemetry: true, Tokens: true} }
+
+// Retry implements Retrier: the pick's next fallback, through the director's
+// Reroute, as the gateway retries a request that failed before its first byte.
+func (r *eppRouter) Retry(t Ticket, f director.Failure, now time.Time) (int, Ticket, bool) {
+	res := t.(*director.Result)
+	if len(res.Fallbacks) == 0 {
+		r.d.ObserveFailure(res, f, now)
+		return -1, nil, false
+	}
+	next := r.d.Reroute(res, f, res.Fallbacks[0], now)
+	if next == nil {
+		return -1, nil, false
+	}
+	next.Fallbacks = res.Fallbacks[1:]
+	return r.podOf[next.Primary], next, true
+}

@@ -79,6 +79,14 @@ type Router interface {
 	Wants() Feedback
 }
 
+// Retrier is a Router that retries a request which failed before the first
+// byte of a response (refused, reset, or an error status) on another pod.
+type Retrier interface {
+	// Retry ends t with f and returns the retry's pod and ticket; false when
+	// there is no other pod to try (t is ended all the same).
+	Retry(t Ticket, f director.Failure, now time.Time) (pod int, next Ticket, ok bool)
+}
+
 // Pod describes one pod to a router.
 type Pod struct {
 	// Key is the pod's "ip:port".

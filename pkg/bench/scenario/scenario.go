@@ -30,6 +30,8 @@ type Scenario struct {
 	Fleet          []Group       `yaml:"fleet"`
 	Workload       Workload      `yaml:"workload"`
 	SLO            SLO           `yaml:"slo"`
+	// Faults are misbehaviours of single pods over time (faults.go).
+	Faults []Fault `yaml:"faults"`
 
 	// File is the path the scenario was read from ("" when parsed from bytes).
 	File string `yaml:"-"`
@@ -283,6 +285,7 @@ func (s *Scenario) Validate() error {
 		}
 	}
 	errs = append(errs, s.Workload.validate(s.Fleet)...)
+	errs = append(errs, s.validateFaults()...)
 	if s.SLO.TTFT < 0 || s.SLO.TPOT < 0 {
 		bad("slo values must not be negative")
 	}

@@ -141,7 +141,7 @@ func TestUnknownKeyListsKnownKeysAndAllErrorsAtOnce(t *testing.T) {
 	bad := strings.Replace(strings.Replace(everyKey, "warmup:", "warmpu:", 1), "usersPerGroup:", "users:", 1)
 	_, err := Parse([]byte(bad), "bad.yaml")
 	for _, want := range []string{
-		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, fleet, workload, slo)`,
+		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, fleet, workload, slo, faults)`,
 		`bad.yaml:33: unknown key "users" in workload.sharedPrefix (known: groups, usersPerGroup, systemPromptTokens)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {

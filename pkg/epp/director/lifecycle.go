@@ -69,13 +69,13 @@ func (d *Director) ObserveFailure(r *Result, _ Failure, now time.Time) {
 	r.Endpoint.ObserveCompletion(r.Request, 0, now)
 }
 
-// Reroute moves r, whose endpoint could not be reached before any byte was
-// sent, to endpoint (one of its fallbacks): r fails there, and a new pick
+// Reroute moves r, which failed with f before any byte of a response reached
+// the client, to endpoint (one of its fallbacks): r fails there, and a new pick
 // counts against endpoint with the whole prompt uncached (the fallback's
 // cache is unknown). It returns the new pick, or nil when the store no
 // longer knows endpoint: the request then goes on unaccounted.
-func (d *Director) Reroute(r *Result, endpoint string, now time.Time) *Result {
-	d.ObserveFailure(r, Failure{}, now)
+func (d *Director) Reroute(r *Result, f Failure, endpoint string, now time.Time) *Result {
+	d.ObserveFailure(r, f, now)
 	st := d.store.Get(endpoint)
 	if st == nil {
 		return nil

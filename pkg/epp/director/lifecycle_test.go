@@ -42,7 +42,7 @@ func TestFailureEndsThePickWithoutLearning(t *testing.T) {
 func TestRerouteMovesThePickToTheFallback(t *testing.T) {
 	d := newDirector(t, "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 1", 2, director.Options{})
 	res := schedule(t, d, &scheduling.Request{Model: "m", Prompt: strings.Repeat("x", 4000)}, t0)
-	moved := d.Reroute(res, res.Fallbacks[0], t0)
+	moved := d.Reroute(res, director.Failure{}, res.Fallbacks[0], t0)
 	if moved == nil || moved.Primary != res.Fallbacks[0] || moved.Request.UncachedTokens != res.Request.PromptTokens {
 		t.Fatalf("rerouted pick %+v, want one on %s with the whole prompt uncached", moved, res.Fallbacks[0])
 	}
@@ -54,7 +54,7 @@ func TestRerouteMovesThePickToTheFallback(t *testing.T) {
 	if inFlight(d, moved.Primary) != 0 {
 		t.Fatal("the rerouted pick did not end")
 	}
-	if again := d.Reroute(moved, "10.9.9.9:8000", t0); again != nil {
+	if again := d.Reroute(moved, director.Failure{}, "10.9.9.9:8000", t0); again != nil {
 		t.Fatalf("rerouted to an endpoint the store does not know: %+v", again)
 	}
 }
