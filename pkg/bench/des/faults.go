@@ -4,8 +4,8 @@ import (
 	"errors"
 	"maps"
 	"math"
-	"slices"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/apierror"
