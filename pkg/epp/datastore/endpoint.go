@@ -125,6 +125,10 @@ type View struct {
 	Models *ServedModels
 
 	Speed latency.Speed
+	// Avoid: the endpoint should get no new pick now (ejected after failures,
+	// stalled, or at its slow-start cap; health.go). The picker ignores it
+	// when every endpoint is to be avoided.
+	Avoid bool
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:

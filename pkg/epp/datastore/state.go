@@ -83,6 +83,8 @@ type EndpointState struct {
 	// learner is the timing model's learning of the endpoint's speed, fed
 	// by the accounting below as each observation happens.
 	learner latency.Learner
+	// health decides whether the endpoint gets new picks (health.go).
+	health health
 }
 
 func newEndpointState(id int32, ep Endpoint, priors latency.Priors) *EndpointState {
@@ -167,7 +169,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
 		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
 		MeanPromptTokens: s.meanPrompt, Speed: s.learner.Speed(), AdaptersSinceSample: s.adaptersSince,
-		Models: s.models,
+		Models: s.models, Avoid: s.avoidLocked(now),
 	}
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness
@@ -208,6 +210,7 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 		return
 	}
 	r.firstTokenAt, r.lastTokenAt, r.tokens = now, now, 1
+	s.health.succeeded(now)
 	s.leavePrefillLocked(r, now)
 	s.learner.ObserveFirstToken(latency.FirstToken{PickedAt: r.PickedAt, At: now, WorkAhead: r.WorkAhead,
 		UncachedTokens: r.UncachedTokens, ChunkTokens: r.ChunkTokens, LoadsAdapter: r.loadsAdapter})
@@ -253,6 +256,7 @@ func (s *EndpointState) ObserveTokens(r *Request, n int, now time.Time) {
 		return
 	}
 	s.learner.ObserveTokens(r.lastTokenAt, n, now)
+	s.health.progressed(now)
 	r.lastTokenAt = now
 	r.tokens += n
 }
@@ -267,6 +271,14 @@ func (s *EndpointState) ObserveCompletion(r *Request, outputTokens int, now time
 	if r.done {
 		return
 	}
+	if outputTokens > 0 || !r.firstTokenAt.IsZero() {
+		s.health.progressed(now)
+	}
+	s.endLocked(r, outputTokens, now)
+}
+
+// endLocked ends r at now with the server's output count (0: unknown or failed).
+func (s *EndpointState) endLocked(r *Request, outputTokens int, now time.Time) {
 	if r.firstTokenAt.IsZero() {
 		s.leavePrefillLocked(r, now)
 	}

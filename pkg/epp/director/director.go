@@ -247,6 +247,7 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	if len(c.cands) == 0 {
 		return &Result{Reason: ReasonAllStale}, apierror.Unavailable("no endpoint has fresh telemetry")
 	}
+	c.cands = healthy(c.cands)
 	if dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, p.Latency); dec.Shed {
 		return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
 			"every model server is saturated; requests of priority %d are shed, retry in %d s", req.Priority, dec.RetryAfterSeconds)
@@ -277,6 +278,28 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	res.Endpoint.Picked(res.Request, now)
 	c.RecordPick(primary.ID)
 	return res, nil
+}
+
+// healthy drops the candidates to avoid (ejected, stalled, slow-starting;
+// datastore/health.go), unless that would leave none: then every candidate
+// stays, since a pick that may fail beats a certain 503.
+func healthy(cands []*datastore.View) []*datastore.View {
+	n := 0
+	for _, v := range cands {
+		if !v.Avoid {
+			n++
+		}
+	}
+	if n == 0 || n == len(cands) {
+		return cands
+	}
+	kept := cands[:0]
+	for _, v := range cands {
+		if !v.Avoid {
+			kept = append(kept, v)
+		}
+	}
+	return kept
 }
 
 func (d *Director) restrictToSubset(c *cycle, subset []string) {

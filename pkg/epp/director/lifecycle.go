@@ -63,10 +63,11 @@ func (d *Director) ObserveCompletion(r *Result, outputTokens int, now time.Time)
 }
 
 // ObserveFailure ends a scheduled request that failed: the endpoint's
-// accounting ends it as a completion without output, and nothing is learned
-// from its timing.
-func (d *Director) ObserveFailure(r *Result, _ Failure, now time.Time) {
-	r.Endpoint.ObserveCompletion(r.Request, 0, now)
+// accounting ends it without output, nothing is learned from its timing, and
+// a server error or a failure without status counts toward ejecting the
+// endpoint (datastore/health.go).
+func (d *Director) ObserveFailure(r *Result, f Failure, now time.Time) {
+	r.Endpoint.ObserveFailure(r.Request, f.Status, now)
 }
 
 // Reroute moves r, which failed with f before any byte of a response reached

@@ -37,6 +37,8 @@ const (
 	// maxAdapterLoadSeconds caps one observed load: a longer delay is a wait
 	// for a free adapter slot, which scorers price separately.
 	maxAdapterLoadSeconds = 2.0
+	// maxGapSlowdown caps one inter-token gap, in decode steps, in the mean.
+	maxGapSlowdown = 8.0
 )
 
 // Learner learns one endpoint's Speed online from the timings of the
@@ -195,7 +197,9 @@ func (l *Learner) observeStep(gap float64, now time.Time) {
 		case gap < sp.DecodeStepSeconds:
 			sp.DecodeStepSeconds = math.Max(gap, sp.DecodeStepSeconds*(1-stepMedianRate))
 		}
-		sp.InterTokenSeconds += interTokenAlpha * (gap - sp.InterTokenSeconds)
+		// One gap moves the mean by a bounded amount: a pod that paused (hung,
+		// restarted) must not look slow for long after.
+		sp.InterTokenSeconds += interTokenAlpha * (math.Min(gap, maxGapSlowdown*sp.DecodeStepSeconds) - sp.InterTokenSeconds)
 	}
 	sp.DecodeSamples++
 }
