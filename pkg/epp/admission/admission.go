@@ -1,7 +1,10 @@
 // Package admission decides when the picker sheds a request instead of queuing
-// it: only when every candidate endpoint is saturated, and then only requests
-// below a priority, with a Retry-After derived from when the least-loaded
-// endpoint's queue is predicted to drain.
+// it, with a Retry-After derived from when the least-loaded endpoint's queue
+// is predicted to drain: requests below a priority when every candidate
+// endpoint is saturated, and any request when every candidate is overloaded
+// (it could not start within MaxWaitSeconds, or its tokens would come slower
+// than MaxInterTokenSeconds), since then queuing it only makes every request
+// behind it late too.
 package admission
 
 import (
@@ -57,10 +60,30 @@ type Policy struct {
 	ShedBelowPriority int `json:"shedBelowPriority"`
 	// MaxRetryAfterSeconds caps the Retry-After (default 60).
 	MaxRetryAfterSeconds int `json:"maxRetryAfterSeconds"`
+	// MaxWaitSeconds and MaxInterTokenSeconds bound what any request is
+	// queued for: an endpoint whose predicted wait for the request's first
+	// token exceeds MaxWaitSeconds, or whose learned time between tokens
+	// exceeds MaxInterTokenSeconds, is overloaded; when every candidate is,
+	// the request is shed whatever its priority. 0 turns the bound off.
+	MaxWaitSeconds       float64 `json:"maxWaitSeconds"`
+	MaxInterTokenSeconds float64 `json:"maxInterTokenSeconds"`
 }
 
-// DefaultPolicy sheds negative priorities when every endpoint is saturated.
-var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60}
+// DefaultPolicy sheds negative priorities when every endpoint is saturated,
+// and every request when every endpoint is overloaded: over a second of
+// predicted wait, or tokens slower than 40 ms apart on average (typical TTFT and TPOT
+// objectives are 1-2 s and 100 ms).
+var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60,
+	MaxWaitSeconds: 1, MaxInterTokenSeconds: 0.04}
+
+// Overloaded reports whether v can take no request within the bounds.
+func (p Policy) Overloaded(v *datastore.View, waitSeconds float64) bool {
+	if v.Stale {
+		return true
+	}
+	return (p.MaxWaitSeconds > 0 && waitSeconds > p.MaxWaitSeconds) ||
+		(p.MaxInterTokenSeconds > 0 && v.Speed.DecodeSamples > 0 && v.Speed.InterTokenSeconds > p.MaxInterTokenSeconds)
+}
 
 // Decision is the outcome for one request.
 type Decision struct {
@@ -70,19 +93,23 @@ type Decision struct {
 }
 
 // Decide sheds a request of priority when every candidate is saturated and the
-// priority is below the policy's threshold.
+// priority is below the policy's threshold, or when every candidate is
+// overloaded.
 func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, m latency.Model) Decision {
-	if !p.Enabled || priority >= p.ShedBelowPriority || len(cands) == 0 {
+	if !p.Enabled || len(cands) == 0 {
 		return Decision{}
 	}
+	sheddable := priority < p.ShedBelowPriority
 	drain := math.Inf(1)
 	for _, v := range cands {
-		if !p.Saturated(v) {
+		wait := math.Inf(1)
+		if !v.Stale {
+			wait = m.DrainSeconds(v.Queue(), promptTokens)
+		}
+		if !(sheddable && p.Saturated(v)) && !p.Overloaded(v, wait) {
 			return Decision{}
 		}
-		if !v.Stale {
-			drain = math.Min(drain, m.DrainSeconds(v.Queue(), promptTokens))
-		}
+		drain = math.Min(drain, wait)
 	}
 	maxWait := p.MaxRetryAfterSeconds
 	if maxWait <= 0 {

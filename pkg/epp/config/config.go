@@ -40,6 +40,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"sigs.k8s.io/yaml"
 
@@ -97,6 +98,8 @@ type AdmissionSpec struct {
 	KVCacheUtilization   *float64 `json:"kvCacheUtilization,omitempty"`
 	ShedBelowPriority    *int     `json:"shedBelowPriority,omitempty"`
 	MaxRetryAfterSeconds *int     `json:"maxRetryAfterSeconds,omitempty"`
+	MaxWaitSeconds       *float64 `json:"maxWaitSeconds,omitempty"`
+	MaxInterTokenSeconds *float64 `json:"maxInterTokenSeconds,omitempty"`
 }
 
 // DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
@@ -257,11 +260,16 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		setIf(&pl.Admission.KVCacheUtilization, a.KVCacheUtilization)
 		setIf(&pl.Admission.ShedBelowPriority, a.ShedBelowPriority)
 		setIf(&pl.Admission.MaxRetryAfterSeconds, a.MaxRetryAfterSeconds)
+		setIf(&pl.Admission.MaxWaitSeconds, a.MaxWaitSeconds)
+		setIf(&pl.Admission.MaxInterTokenSeconds, a.MaxInterTokenSeconds)
 		if err := pl.Admission.Validate(); err != nil {
 			return nil, fmt.Errorf("admission: %w", err)
 		}
 		if pl.Admission.MaxRetryAfterSeconds < 1 {
 			return nil, fmt.Errorf("admission: maxRetryAfterSeconds must be at least 1")
+		}
+		if w, g := pl.Admission.MaxWaitSeconds, pl.Admission.MaxInterTokenSeconds; !(w >= 0) || !(g >= 0) || math.IsInf(w, 0) || math.IsInf(g, 0) {
+			return nil, fmt.Errorf("admission: maxWaitSeconds and maxInterTokenSeconds must be finite and ≥ 0 (0 turns the bound off)")
 		}
 	}
 	return pl, nil

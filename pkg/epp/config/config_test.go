@@ -31,7 +31,7 @@ picker: weighted-random-picker
 fallbacks: 3
 prefix: {blockTokens: 64, maxBlocks: 128}
 latency: {chunkTokens: 2048, kvPressureThreshold: 0.8, kvPressureFactor: 2}
-admission: {queueDepth: 10, shedBelowPriority: 1}
+admission: {queueDepth: 10, shedBelowPriority: 1, maxWaitSeconds: 2, maxInterTokenSeconds: 0}
 baseModels: [llama]
 `
 
@@ -53,7 +53,8 @@ func TestBuildFull(t *testing.T) {
 	if p.BlockTokens != 64 || p.MaxPrefixBlocks != 128 || p.Latency.ChunkTokens != 2048 || p.Latency.KVPressureFactor != 2 {
 		t.Fatalf("pipeline %+v", p)
 	}
-	if !p.Admission.Enabled || p.Admission.QueueDepth != 10 || p.Admission.ShedBelowPriority != 1 || p.Admission.KVCacheUtilization != 0.8 {
+	if !p.Admission.Enabled || p.Admission.QueueDepth != 10 || p.Admission.ShedBelowPriority != 1 || p.Admission.KVCacheUtilization != 0.8 ||
+		p.Admission.MaxWaitSeconds != 2 || p.Admission.MaxInterTokenSeconds != 0 {
 		t.Fatalf("admission %+v", p.Admission)
 	}
 	if len(p.BaseModels) != 1 {
@@ -90,6 +91,7 @@ func TestRejects(t *testing.T) {
 		"fallbacks":        "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 99",
 		"kv threshold":     "scorers: [{plugin: queue, weight: 1}]\nlatency: {kvPressureThreshold: 2}",
 		"admission":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
+		"admission wait":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {maxWaitSeconds: -1}",
 		"not yaml":         "scorers: [",
 		"wrong type":       "scorers: {plugin: queue}",
 		"negative block":   "scorers: [{plugin: queue, weight: 1}]\nprefix: {blockTokens: -1}",

@@ -247,12 +247,20 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	if len(c.cands) == 0 {
 		return &Result{Reason: ReasonAllStale}, apierror.Unavailable("no endpoint has fresh telemetry")
 	}
-	c.cands = healthy(c.cands)
 	if dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, p.Latency); dec.Shed {
 		return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
 			"every model server is saturated; requests of priority %d are shed, retry in %d s", req.Priority, dec.RetryAfterSeconds)
 	}
-	survivors, ranking := p.Profile.Run(c.Cycle, c.cands)
+	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
+	// the configured filters leave nothing else.
+	var survivors []*datastore.View
+	var ranking []int
+	if h := healthy(c.cands); h != nil {
+		survivors, ranking = p.Profile.Run(c.Cycle, h)
+	}
+	if len(ranking) == 0 {
+		survivors, ranking = p.Profile.Run(c.Cycle, c.cands)
+	}
 	if len(ranking) == 0 {
 		return &Result{Reason: ReasonAllFiltered}, apierror.Unavailable("no endpoint passed the configured filters")
 	}
@@ -280,9 +288,8 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	return res, nil
 }
 
-// healthy drops the candidates to avoid (ejected, stalled, slow-starting;
-// datastore/health.go), unless that would leave none: then every candidate
-// stays, since a pick that may fail beats a certain 503.
+// healthy returns the candidates not to avoid (datastore/health.go), or nil
+// when none or all are to be avoided.
 func healthy(cands []*datastore.View) []*datastore.View {
 	n := 0
 	for _, v := range cands {
@@ -291,9 +298,12 @@ func healthy(cands []*datastore.View) []*datastore.View {
 		}
 	}
 	if n == 0 || n == len(cands) {
+		if n == 0 {
+			return nil
+		}
 		return cands
 	}
-	kept := cands[:0]
+	kept := make([]*datastore.View, 0, n)
 	for _, v := range cands {
 		if !v.Avoid {
 			kept = append(kept, v)

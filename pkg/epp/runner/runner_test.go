@@ -19,7 +19,10 @@ import (
 
 func pinTo(gpu string) string {
 	return "plugins:\n- {name: pin, type: label-selector-filter, parameters: {matchLabels: {gpu: " + gpu + "}}}\n" +
-		"filters: [pin]\nscorers: [{plugin: running-requests, weight: 1}]\nfallbacks: 0\n"
+		"filters: [pin]\nscorers: [{plugin: running-requests, weight: 1}]\nfallbacks: 0\n" +
+		// No response ever ends here, so the picker's own accounting would
+		// soon call the pinned endpoint overloaded and shed.
+		"admission: {maxWaitSeconds: 0, maxInterTokenSeconds: 0}\n"
 }
 
 // start runs a picker listening on free loopback ports, with the options

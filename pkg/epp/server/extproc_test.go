@@ -138,8 +138,10 @@ func TestNoEndpoints503(t *testing.T) {
 func TestShed429WithRetryAfter(t *testing.T) {
 	f := start(t, 2, config.Default)
 	now := time.Now()
+	// Saturated (5 waiting) but not overloaded: a request of priority 0
+	// would start within the admission's MaxWaitSeconds.
 	for _, k := range f.keys {
-		f.d.UpdateMetrics(k, datastore.Metrics{Waiting: 50, SampledAt: now}, now)
+		f.d.UpdateMetrics(k, datastore.Metrics{Waiting: 5, SampledAt: now}, now)
 	}
 	req := extproctest.PostJSON("/v1/chat/completions", chatBody(4000))
 	req.Headers = append(req.Headers, extproctest.Header{Key: wire.HeaderPriority, Value: "-1"})
@@ -155,6 +157,15 @@ func TestShed429WithRetryAfter(t *testing.T) {
 	req.Headers = req.Headers[:len(req.Headers)-1]
 	if res, err := f.client.Process(context.Background(), req); err != nil || res.ImmediateResponse != nil {
 		t.Fatalf("priority 0 shed: %v %+v", err, res.ImmediateResponse)
+	}
+	// Overloaded (500 waiting: far over a second of queue everywhere): shed
+	// whatever the priority.
+	for _, k := range f.keys {
+		f.d.UpdateMetrics(k, datastore.Metrics{Waiting: 500, SampledAt: now}, now)
+	}
+	res, err = f.client.Process(context.Background(), req)
+	if err != nil || res.ImmediateResponse == nil || res.ImmediateResponse.Status != 429 || res.ImmediateResponse.Headers.Get(wire.HeaderRetryAfter) == "" {
+		t.Fatalf("priority 0 on an overloaded fleet: %v %+v", err, res.ImmediateResponse)
 	}
 }
 
