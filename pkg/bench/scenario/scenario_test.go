@@ -207,16 +207,21 @@ func TestInvalidValues(t *testing.T) {
 		{"duplicate key", "rate: 20", "rate: 20\n    rate: 30", "appears twice"},
 		{"mixed models", "model: llama-3.1-8b, kvCache", "model: qwen3-32b, kvCache", "a fleet serves one model"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bad := strings.Replace(everyKey, tc.from, tc.to, 1)
-			if bad == everyKey {
-				t.Fatalf("edit %q not applied", tc.from)
-			}
-			_, err := Parse([]byte(bad), "bad.yaml")
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want %q", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { expectError(t, everyKey, tc.from, tc.to, tc.want) })
+	}
+}
+
+// expectError parses good with its first from replaced by to and wants an
+// error containing want.
+func expectError(t *testing.T, good, from, to, want string) {
+	t.Helper()
+	bad := strings.Replace(good, from, to, 1)
+	if bad == good {
+		t.Fatalf("edit %q not applied", from)
+	}
+	_, err := Parse([]byte(bad), "bad.yaml")
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
 	}
 }
 
