@@ -19,8 +19,9 @@ func view(waiting int, interToken float64) *datastore.View {
 
 // Priority 0 is shed only when every candidate is overloaded; a negative
 // priority already when every candidate is saturated.
-func TestDefaultShedsOverloadAtAnyPriority(t *testing.T) {
+func TestOverloadBoundsShedAtAnyPriority(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
+	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.04
 	saturated := []*datastore.View{view(5, 0), view(6, 0)}
 	if d := p.Decide(saturated, -1, 1000, m); !d.Shed || d.RetryAfterSeconds < 1 {
 		t.Errorf("priority -1 on a saturated fleet: %+v", d)

@@ -136,7 +136,7 @@ func TestNoEndpoints503(t *testing.T) {
 }
 
 func TestShed429WithRetryAfter(t *testing.T) {
-	f := start(t, 2, config.Default)
+	f := start(t, 2, config.Default+"admission: {maxWaitSeconds: 1}\n")
 	now := time.Now()
 	// Saturated (5 waiting) but not overloaded: a request of priority 0
 	// would start within the admission's MaxWaitSeconds.
