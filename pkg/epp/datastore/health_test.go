@@ -60,15 +60,16 @@ func TestStalledEndpointIsAvoidedUntilItProgresses(t *testing.T) {
 	s.ObserveFirstToken(done, at(0.1))
 	stuck := &Request{PromptTokens: 100, UncachedTokens: 100}
 	s.Picked(stuck, at(1))
-	if avoided(s, at(1.9)) {
+	bound := StallAfter.Seconds()
+	if avoided(s, at(1+0.9*bound)) {
 		t.Error("avoided before the stall bound")
 	}
-	if !avoided(s, at(2.2)) {
-		t.Error("a request waiting 1.2 s with no progress: want the endpoint avoided")
+	if !avoided(s, at(1+1.2*bound)) {
+		t.Errorf("a request waiting %.2f s with no progress: want the endpoint avoided", 1.2*bound)
 	}
 	// Tokens of another request are progress: the pod is busy, not hung.
-	s.ObserveTokens(done, 1, at(2.3))
-	if avoided(s, at(2.4)) {
+	s.ObserveTokens(done, 1, at(1.3+1.2*bound))
+	if avoided(s, at(1.4+1.2*bound)) {
 		t.Error("avoided while tokens flow")
 	}
 	s.ObserveFirstToken(stuck, at(5))
