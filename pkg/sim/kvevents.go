@@ -53,6 +53,14 @@ type KVEventSink interface {
 	PublishKVEvents(at time.Duration, events []KVEvent)
 }
 
+// KVEventLossSink is a KVEventSink that is also told of each batch the
+// engine dropped (an events-lost fault), at the time it would have gone out:
+// a subscriber sees such a batch as a sequence gap.
+type KVEventLossSink interface {
+	KVEventSink
+	LostKVEvents(at time.Duration)
+}
+
 // KVEventSinkFunc adapts a function to KVEventSink.
 type KVEventSinkFunc func(at time.Duration, events []KVEvent)
 
@@ -167,6 +175,8 @@ func (e *Engine) flushKVEvents(at time.Duration) {
 	}
 	if !e.eventsLost(at) {
 		l.sink.PublishKVEvents(at, l.events)
+	} else if ls, ok := l.sink.(KVEventLossSink); ok {
+		ls.LostKVEvents(at)
 	}
 	l.events, l.hashes, l.tokens = l.events[:0], l.hashes[:0], l.tokens[:0]
 	l.lastReq = nil

@@ -197,12 +197,12 @@ func Search(ctx context.Context, b bench.Backend, sc *scenario.Scenario, policy 
 	return res, nil
 }
 
-// BestPeer is the peer (every policy but igw and the oracle) with the largest
+// BestPeer is the peer (every policy but igw's and the oracle) with the largest
 // median capacity in summary; "" when there is none.
 func BestPeer(summary map[string]Summary) string {
 	best := ""
 	for p, s := range summary {
-		if p == policies.IGW || p == policies.Oracle {
+		if policies.Ours(p) || p == policies.Oracle {
 			continue
 		}
 		if best == "" || s.Scale > summary[best].Scale || (s.Scale == summary[best].Scale && p < best) {

@@ -89,7 +89,7 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
   igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
                  [--parallel N] [--tolerance F]
 
-Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, igw, oracle" + `
+Policies: ` + "round-robin, random, least-request, legacy-blend, sglang-cache-aware, dynamo-cost, llm-d-precise, dynamo-precise, igw, igw-precise, oracle" + `
 (--mode live runs all but oracle, which needs the simulators' exact state.)
 --igw-config FILE runs igw with that EPP configuration instead of the built-in one.
 igw-bench COMMAND --help lists a command's flags; igw-bench --version prints the version.

@@ -67,7 +67,8 @@ type run struct {
 func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator, rec *bench.Recorder, progress func(float64)) error {
 	sc := job.Scenario
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
-	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig}
+	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig,
+		KVEventDelay: sc.KVEventDelay}
 	groups, faults := sc.PodGroups(), sc.PodFaults()
 	for i, cfg := range sc.PodConfigs(job.Seed) {
 		e, err := sim.New(cfg)
@@ -91,6 +92,9 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 	r.router, r.wants = router, router.Wants()
 	for _, e := range r.pods {
 		e.SetTokenEvents(r.wants.Tokens)
+	}
+	if err := r.relayKVEvents(); err != nil {
+		return err
 	}
 	if r.wants.Telemetry {
 		r.samples = make([]datastore.Metrics, len(r.pods))

@@ -77,7 +77,7 @@ func (r *Result) capacityPage(w *strings.Builder) {
 	fmt.Fprintf(w, "The largest multiplier of each trace scenario's arrival rate (same requests, arrival times divided by it) "+
 		"at which P99 TTFT and P99 TPOT over the measured window meet the scenario's SLO with no failed request, "+
 		"by bisection to 2%% (`igw-bench capacity`); median of seeds 1..%d. req/s: counted requests per second offered "+
-		"at that load. Peers: every policy but igw and the oracle. Searches and sweeps took %v.\n\n",
+		"at that load. Peers: every policy but igw's (igw, igw-precise) and the oracle. Searches and sweeps took %v.\n\n",
 		o.Seeds, r.CapacityWall.Round(time.Second))
 	for _, c := range r.Capacity {
 		sc := r.scenario(c.Report.Scenario)

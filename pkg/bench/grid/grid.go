@@ -261,10 +261,14 @@ counted; arrivals stop at the duration and requests in flight drain.
   finish (a backlog that drains late lowers both).
 - prefix hit: the servers' prefix-cache hit rate (tokens) over that window;
   LoRA loads: adapters loaded into GPU slots over it.
-- Peers: sglang-cache-aware and dynamo-cost are implemented in
-  ` + "`pkg/bench/policies`" + ` from their published behaviour (Dynamo in its
-  approximate mode: the simulator publishes no KV events); legacy-blend is an
-  EPP configuration (queue 2, kv-cache 2, prefix 3, 64-character prefix blocks).
+- Peers: sglang-cache-aware, dynamo-cost and dynamo-precise are implemented in
+  ` + "`pkg/bench/policies`" + ` from their published behaviour (dynamo-cost in
+  Dynamo's approximate mode, dynamo-precise on the index the simulator's KV
+  events build); legacy-blend (queue 2, kv-cache 2, prefix 3, 64-character
+  prefix blocks) and llm-d-precise (precise prefix 3 from KV events, kv-cache
+  2, queue 2) are EPP configurations. Events reach the precise routers after
+  the scenario's kvEventDelay (default 5 ms); igw-precise is igw's default
+  plus the precise prefix-cache scorer at weight 1.
 - oracle: the simulator's exact cost model (PredictTTFT) over the exact,
   zero-staleness pod state; it minimises each request's own TTFT greedily, so
   it is the limit for TTFT, not necessarily for throughput.

@@ -9,6 +9,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
@@ -36,6 +37,8 @@ type eppRouter struct {
 	keys  []string
 	podOf map[string]int
 	ctx   context.Context
+	// events feeds the precise scorers, if the configuration has any.
+	events *eventFeed
 }
 
 // StalenessFor is the telemetry age after which the picker treats an endpoint
@@ -58,6 +61,9 @@ func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
 	var err error
 	r.d, err = config.NewDirector(store, yaml, director.Options{Staleness: StalenessFor(fleet.ScrapeInterval),
 		StalePolicy: director.StaleSaturated, Seed: seed})
+	if err == nil {
+		r.events = bindPrecise(r.d, fleet, r.keys)
+	}
 	return r, err
 }
 
@@ -74,7 +80,12 @@ func endpointOf(i int, p Pod) datastore.Endpoint {
 }
 
 func (r *eppRouter) Route(req *Request, now time.Time) (int, Ticket, error) {
-	res, apiErr := r.d.Schedule(r.ctx, &scheduling.Request{Model: req.Model, Adapter: req.Adapter, Prompt: req.Prompt}, false, now)
+	sreq := scheduling.Request{Model: req.Model, Adapter: req.Adapter, Prompt: req.Prompt}
+	if r.events != nil {
+		r.events.feed.Advance(now)
+		sreq.TokenIDs = req.Tokens // the tokens the servers hash
+	}
+	res, apiErr := r.d.Schedule(r.ctx, &sreq, false, now)
 	if apiErr != nil {
 		return -1, nil, apiErr
 	}
@@ -101,7 +112,23 @@ func (r *eppRouter) Observe(pod int, m *datastore.Metrics, now time.Time) {
 	r.d.UpdateMetrics(r.keys[pod], *m, now)
 }
 
-func (r *eppRouter) Wants() Feedback { return Feedback{Telemetry: true, Tokens: true} }
+func (r *eppRouter) Wants() Feedback {
+	return Feedback{Telemetry: true, Tokens: true, KVEvents: r.events != nil}
+}
+
+// PublishKVEvents implements KVEventReceiver (precise configurations only).
+func (r *eppRouter) PublishKVEvents(pod int, at time.Time, events []kvevents.Event) {
+	if r.events != nil {
+		r.events.PublishKVEvents(pod, at, events)
+	}
+}
+
+// LostKVEvents implements KVEventReceiver (precise configurations only).
+func (r *eppRouter) LostKVEvents(pod int, at time.Time) {
+	if r.events != nil {
+		r.events.LostKVEvents(pod, at)
+	}
+}
 
 // Retry implements Retrier: the pick's next fallback, through the director's
 // Reroute, as the gateway retries a request that failed before its first byte.

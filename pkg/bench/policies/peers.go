@@ -122,16 +122,18 @@ func (s *sglang) Wants() Feedback                            { return Feedback{}
 //
 // Active prefill blocks are the uncached prompt blocks of requests routed to
 // the worker that have no first token yet; active blocks are the prompt
-// blocks of every request in flight there. It runs in Dynamo's approximate
-// mode (no KV events: the simulator publishes none), where the overlap comes
-// from the router's own record of what it sent, bounded per worker by the
-// server's KV-cache size.
+// blocks of every request in flight there. This is Dynamo's approximate
+// mode (no KV events), where the overlap comes from the router's own record
+// of what it sent, bounded per worker by the server's KV-cache size;
+// dynamo-precise (precise.go) reads the overlap from the events instead.
 type dynamo struct {
 	prefill []float64
 	active  []float64
 	tracker *prefixTracker
 	rng     *rand.Rand
 	costs   []float64
+	// overlap, when set, corrects the tracker's overlaps (blocks per pod).
+	overlap func(req *Request, now time.Time, matched []int32)
 }
 
 type dynamoTicket struct {
@@ -146,8 +148,11 @@ func newDynamo(fleet Fleet, rng *rand.Rand) *dynamo {
 		tracker: newPrefixTracker(n, func(p int) int { return fleet.Pods[p].KVTokens / peerBlockTokens })}
 }
 
-func (d *dynamo) Route(req *Request, _ time.Time) (int, Ticket, error) {
+func (d *dynamo) Route(req *Request, now time.Time) (int, Ticket, error) {
 	_, matched := d.tracker.match(req)
+	if d.overlap != nil {
+		d.overlap(req, now, matched)
+	}
 	blocks := math.Ceil(float64(len(req.Tokens)) / peerBlockTokens)
 	for p := range d.costs {
 		d.costs[p] = math.Max(0, d.prefill[p]+blocks-float64(matched[p])) + d.active[p] + blocks

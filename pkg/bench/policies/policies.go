@@ -9,8 +9,11 @@
 //   - igw and legacy-blend are the real endpoint picker (pkg/epp director,
 //     pipeline, datastore, prefix index, speed learning) with config.Default
 //     and with the legacy blend's weights (queue 2, kv-cache 2, prefix 3);
-//   - round-robin, random, least-request, sglang-cache-aware and dynamo-cost
-//     are implemented here from the peers' published behaviour (each one's
+//   - llm-d-precise and igw-precise are the same picker with the
+//     precise-prefix-cache scorer reading the KV events the backend delivers
+//     (LLMDPreciseConfig, IGWPreciseConfig);
+//   - round-robin, random, least-request, sglang-cache-aware, dynamo-cost and
+//     dynamo-precise are implemented here from the peers' published behaviour (each one's
 //     doc names the rule and the defaults it follows), not as EPP plugins:
 //     they are baselines, not product features;
 //   - oracle routes on the simulator's exact cost model (a Predictor).
@@ -40,7 +43,10 @@ const (
 
 // Names lists every policy in report order: load-blind baselines, peers, igw,
 // and the limit.
-var Names = []string{RoundRobin, Random, LeastRequest, LegacyBlend, SGLangCacheAware, DynamoCost, IGW, Oracle}
+var Names = []string{RoundRobin, Random, LeastRequest, LegacyBlend, SGLangCacheAware, DynamoCost, LLMDPrecise, DynamoPrecise, IGW, IGWPrecise, Oracle}
+
+// Ours reports whether the policy is igw's (in any configuration): not a peer.
+func Ours(name string) bool { return name == IGW || name == IGWPrecise }
 
 // Request is what a router sees of one request.
 type Request struct {
@@ -63,6 +69,8 @@ type Ticket any
 type Feedback struct {
 	Telemetry bool
 	Tokens    bool
+	// KVEvents: the servers' KV cache events (the Router is a KVEventReceiver).
+	KVEvents bool
 }
 
 // Router routes requests to pods 0..n-1 of a fleet. Calls come in time order
@@ -110,6 +118,9 @@ type Fleet struct {
 	// IGWConfig is the igw policy's EPP configuration (YAML); "" runs the
 	// built-in one (config.Default), what igw ships.
 	IGWConfig string
+	// KVEventDelay is how long the servers' KV events take to reach a
+	// precise router's index.
+	KVEventDelay time.Duration
 }
 
 // New builds the named policy for fleet, with seed for its random choices.
@@ -129,6 +140,12 @@ func New(name string, fleet Fleet, seed uint64) (Router, error) {
 		return newSGLang(fleet, rng), nil
 	case DynamoCost:
 		return newDynamo(fleet, rng), nil
+	case DynamoPrecise:
+		return newDynamoPrecise(fleet, rng), nil
+	case LLMDPrecise:
+		return newEPP(fleet, LLMDPreciseConfig, seed)
+	case IGWPrecise:
+		return newEPP(fleet, IGWPreciseConfig, seed)
 	case LegacyBlend:
 		return newEPP(fleet, LegacyBlendConfig, seed)
 	case IGW:

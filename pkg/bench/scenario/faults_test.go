@@ -42,7 +42,7 @@ func TestFaultsKeysAndPods(t *testing.T) {
 func TestFaultErrors(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"unknown key", "kind: fail-fast,", "kind: fail-fast, until: 3s,",
-			`bad.yaml:44: unknown key "until" in faults (known: group, replica, kind, at, for, factor)`},
+			`bad.yaml:45: unknown key "until" in faults (known: group, replica, kind, at, for, factor)`},
 		{"unknown kind", "kind: fail-fast", "kind: explode", `faults[0]: unknown fault kind "explode" (known: hang, fail-fast, crash`},
 		{"group", "group: h100, replica: 0", "group: h200, replica: 0", `faults[0].group "h200" names no fleet group`},
 		{"replica", "group: h100, replica: 0", "group: h100, replica: 4", `faults[0].replica 4 is not a replica of group "h100"`},

@@ -20,6 +20,10 @@ import (
 // scenario does not say.
 const DefaultScrapeInterval = 50 * time.Millisecond
 
+// DefaultKVEventDelay is the KV event delay when the scenario does not say:
+// a batch's trip through the pod's PUB socket and the picker's subscriber.
+const DefaultKVEventDelay = 5 * time.Millisecond
+
 // Scenario is one scenario file.
 type Scenario struct {
 	Name     string        `yaml:"name"`
@@ -27,9 +31,12 @@ type Scenario struct {
 	Warmup   time.Duration `yaml:"warmup"`
 	// ScrapeInterval is the telemetry refresh period (staleness); defaulted on load.
 	ScrapeInterval time.Duration `yaml:"scrapeInterval"`
-	Fleet          []Group       `yaml:"fleet"`
-	Workload       Workload      `yaml:"workload"`
-	SLO            SLO           `yaml:"slo"`
+	// KVEventDelay is how long the pods' KV events take to reach a router
+	// that reads them; defaulted on load.
+	KVEventDelay time.Duration `yaml:"kvEventDelay"`
+	Fleet        []Group       `yaml:"fleet"`
+	Workload     Workload      `yaml:"workload"`
+	SLO          SLO           `yaml:"slo"`
 	// Faults are misbehaviours of single pods over time (faults.go).
 	Faults []Fault `yaml:"faults"`
 
@@ -183,6 +190,9 @@ func Parse(data []byte, file string) (*Scenario, error) {
 	if s.ScrapeInterval == 0 {
 		s.ScrapeInterval = DefaultScrapeInterval
 	}
+	if s.KVEventDelay == 0 {
+		s.KVEventDelay = DefaultKVEventDelay
+	}
 	if s.Workload.Trace != nil {
 		// The trace's window is the arrival time: duration is ignored.
 		if err := s.loadTrace(); err != nil {
@@ -259,6 +269,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.ScrapeInterval < 0 {
 		bad("scrapeInterval must be positive, got %v", s.ScrapeInterval)
+	}
+	if s.KVEventDelay < 0 || s.KVEventDelay > time.Minute {
+		bad("kvEventDelay must be in (0, 1m], got %v", s.KVEventDelay)
 	}
 	if len(s.Fleet) == 0 {
 		bad("fleet needs at least one group")

@@ -51,6 +51,7 @@ workload:
     fraction: 0.8
     popularity: {dist: zipf, s: 1.1}
 slo: {ttft: 2s, tpot: 100ms}
+kvEventDelay: 20ms
 `
 
 func TestParseEveryKey(t *testing.T) {
@@ -58,7 +59,8 @@ func TestParseEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "mixed-gpu" || s.Duration != 600*time.Second || s.Warmup != time.Minute || s.ScrapeInterval != 100*time.Millisecond {
+	if s.Name != "mixed-gpu" || s.Duration != 600*time.Second || s.Warmup != time.Minute || s.ScrapeInterval != 100*time.Millisecond ||
+		s.KVEventDelay != 20*time.Millisecond {
 		t.Errorf("top level: %+v", s)
 	}
 	h := s.Fleet[0]
@@ -112,6 +114,16 @@ func TestScrapeIntervalDefault(t *testing.T) {
 	}
 }
 
+func TestKVEventDelayDefault(t *testing.T) {
+	s, err := Parse([]byte(strings.Replace(everyKey, "kvEventDelay: 20ms\n", "", 1)), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.KVEventDelay != DefaultKVEventDelay {
+		t.Fatalf("default KV event delay %v", s.KVEventDelay)
+	}
+}
+
 func TestUnknownKeyNamesKeyFileAndLine(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, key string
@@ -141,7 +153,7 @@ func TestUnknownKeyListsKnownKeysAndAllErrorsAtOnce(t *testing.T) {
 	bad := strings.Replace(strings.Replace(everyKey, "warmup:", "warmpu:", 1), "usersPerGroup:", "users:", 1)
 	_, err := Parse([]byte(bad), "bad.yaml")
 	for _, want := range []string{
-		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, fleet, workload, slo, faults)`,
+		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, kvEventDelay, fleet, workload, slo, faults)`,
 		`bad.yaml:33: unknown key "users" in workload.sharedPrefix (known: groups, usersPerGroup, systemPromptTokens)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -205,6 +217,8 @@ func TestInvalidValues(t *testing.T) {
 		{"dist", "dist: lognormal, median", "dist: pareto, median", "dist must be one of"},
 		{"kv tokens", "kvCacheTokens: auto", "kvCacheTokens: lots", "want auto or a positive number"},
 		{"duplicate key", "rate: 20", "rate: 20\n    rate: 30", "appears twice"},
+		{"negative event delay", "kvEventDelay: 20ms", "kvEventDelay: -5ms", "kvEventDelay must be in (0, 1m], got -5ms"},
+		{"event delay too long", "kvEventDelay: 20ms", "kvEventDelay: 2m", "kvEventDelay must be in (0, 1m], got 2m0s"},
 		{"mixed models", "model: llama-3.1-8b, kvCache", "model: qwen3-32b, kvCache", "a fleet serves one model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { expectError(t, everyKey, tc.from, tc.to, tc.want) })

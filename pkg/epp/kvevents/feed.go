@@ -5,33 +5,48 @@ import "time"
 // Feed delivers the events of in-process pods (the discrete-event
 // benchmark's simulated engines) to the hub's index after Delay, in the
 // caller's clock: Publish records a batch at the time the engine produced
-// it, Advance applies every batch whose delay has passed, in order. A pod fed
-// this way has a complete stream by construction, so it is exact; the hub's
-// subscribers leave it alone. Not safe for concurrent use.
+// it, Lost records a batch the engine dropped, Advance applies every batch
+// whose delay has passed, in order. A pod whose batches all arrive is exact;
+// a lost batch is what a subscriber sees as a sequence gap its replay cannot
+// close, so the pod is handled as a stream that lost history: its blocks are
+// dropped and it is scored approximately for the hub's resync window. The
+// hub's subscribers leave fed pods alone. Not safe for concurrent use.
 type Feed struct {
 	hub   *Hub
 	Delay time.Duration
 	queue []queued
 	head  int
+	// resyncUntil is, per pod that lost batches, when it counts as exact again.
+	resyncUntil map[string]time.Time
 }
 
 type queued struct {
 	due    time.Time
 	pod    string
 	events []Event
+	lost   bool
 }
 
 // NewFeed returns a feed into h's index with the given delay.
-func (h *Hub) NewFeed(delay time.Duration) *Feed { return &Feed{hub: h, Delay: delay} }
+func (h *Hub) NewFeed(delay time.Duration) *Feed {
+	return &Feed{hub: h, Delay: delay, resyncUntil: map[string]time.Time{}}
+}
 
-// Publish queues a copy of one batch of pod's events, produced at at.
-func (f *Feed) Publish(pod string, at time.Time, events []Event) {
+// Follow marks pod as fed from an empty cache: exact until a batch is lost.
+func (f *Feed) Follow(pod string) { f.follow(pod) }
+
+func (f *Feed) follow(pod string) {
 	f.hub.mu.Lock()
+	defer f.hub.mu.Unlock()
 	if !f.hub.inProcess[pod] {
 		f.hub.inProcess[pod] = true
 		f.hub.Index().SetExact(pod, true)
 	}
-	f.hub.mu.Unlock()
+}
+
+// Publish queues a copy of one batch of pod's events, produced at at.
+func (f *Feed) Publish(pod string, at time.Time, events []Event) {
+	f.follow(pod)
 	var nh, nt int
 	for i := range events {
 		nh += len(events[i].Hashes)
@@ -52,12 +67,37 @@ func (f *Feed) Publish(pod string, at time.Time, events []Event) {
 	}
 }
 
-// Advance applies every queued batch due at or before now.
+// Lost records that one batch of pod's, produced at at, never arrives; the
+// loss is noticed when it would have arrived.
+func (f *Feed) Lost(pod string, at time.Time) {
+	f.follow(pod)
+	f.queue = append(f.queue, queued{due: at.Add(f.Delay), pod: pod, lost: true})
+	if f.Delay == 0 {
+		f.Advance(at)
+	}
+}
+
+// Advance applies every queued batch due at or before now, and ends the
+// resync windows that passed.
 func (f *Feed) Advance(now time.Time) {
 	idx := f.hub.Index()
+	for pod, until := range f.resyncUntil {
+		if !now.Before(until) {
+			delete(f.resyncUntil, pod)
+			idx.SetExact(pod, true)
+		}
+	}
 	for f.head < len(f.queue) && !f.queue[f.head].due.After(now) {
 		q := &f.queue[f.head]
-		idx.Apply(q.pod, q.events)
+		if q.lost {
+			// As a stream that lost history: what the pod holds is unknown,
+			// and new events cannot show what it kept from before.
+			idx.ClearPod(q.pod)
+			idx.SetExact(q.pod, false)
+			f.resyncUntil[q.pod] = q.due.Add(f.hub.resyncWindow())
+		} else {
+			idx.Apply(q.pod, q.events)
+		}
 		*q = queued{}
 		f.head++
 	}

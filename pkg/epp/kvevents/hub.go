@@ -211,3 +211,10 @@ func (h *Hub) Detail() map[string]any {
 	}
 	return map[string]any{"summary": summary, "pods": pods}
 }
+
+// resyncWindow is how long a pod that lost history is scored approximately.
+func (h *Hub) resyncWindow() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg.WithDefaults().ResyncWindow
+}
