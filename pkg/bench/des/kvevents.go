@@ -66,6 +66,7 @@ func (r *run) relayKVEvents() error {
 		if err := e.EnableKVEvents(&eventRelay{pod: i, router: recv}, kvEventHashSeed); err != nil {
 			return err
 		}
+		recv.PublishKVEvents(i, epoch, nil) // the stream starts with the empty cache: exact from the start
 	}
 	return nil
 }
