@@ -45,7 +45,9 @@ prefix: {blockTokens: 16, maxBlocks: 256}
 `
 
 // IGWPreciseConfig is igw's default configuration (config.Default) plus the
-// precise prefix-cache scorer at weight 1.
+// precise prefix-cache scorer at weight 1, ahead of predicted-latency: where
+// a pod's events are exact, the scorer sets the cycle's cached tokens, so
+// that the latency prediction prices the prefill really left.
 const IGWPreciseConfig = `
 plugins:
 - name: predicted-latency
@@ -54,9 +56,9 @@ plugins:
 - {name: precise, type: precise-prefix-cache, parameters: {blockSize: 16}}
 filters: [model-served-filter]
 scorers:
+- {plugin: precise, weight: 1}
 - {plugin: predicted-latency, weight: 1}
 - {plugin: running-requests, weight: 0.2}
-- {plugin: precise, weight: 1}
 picker: max-score-picker
 `
 

@@ -112,6 +112,9 @@ type Cycle struct {
 	slots       []int32
 	prefixDone  bool
 	longestHeld int
+	// cached holds, by endpoint ID, cached tokens known exactly (-1: not
+	// known; see SetCachedTokens).
+	cached []int32
 
 	views   []datastore.View
 	cands   []*datastore.View
@@ -135,6 +138,7 @@ func (c *Cycle) Reset(req *Request, now time.Time, prefix PrefixSettings) {
 	c.slots = c.slots[:0]
 	c.prefixDone = false
 	c.longestHeld = 0
+	c.cached = c.cached[:0]
 	c.cands = c.cands[:0]
 	c.ranking = c.ranking[:0]
 }
@@ -201,9 +205,28 @@ func (c *Cycle) MatchedBlocks(v *datastore.View) int {
 	return 0
 }
 
-// CachedTokens is the prompt tokens endpoint v is believed to hold already.
+// CachedTokens is the prompt tokens endpoint v is believed to hold already:
+// as set by SetCachedTokens, else from the approximate prefix index.
 func (c *Cycle) CachedTokens(v *datastore.View) int {
+	if id := int(v.ID); id >= 0 && id < len(c.cached) && c.cached[id] >= 0 {
+		return min(int(c.cached[id]), c.PromptTokens)
+	}
 	return min(c.MatchedBlocks(v)*c.prefix.BlockTokens, c.PromptTokens)
+}
+
+// SetCachedTokens records, for the rest of the cycle, the prompt tokens v
+// holds as known exactly (the precise prefix-cache scorer, from the servers'
+// KV events), so that the plugins after it price the prefill that is really
+// left.
+func (c *Cycle) SetCachedTokens(v *datastore.View, tokens int) {
+	id := int(v.ID)
+	if id < 0 {
+		return
+	}
+	for len(c.cached) <= id {
+		c.cached = append(c.cached, -1)
+	}
+	c.cached[id] = int32(max(tokens, 0))
 }
 
 // UncachedTokens is the prompt tokens endpoint v would have to prefill.

@@ -5,7 +5,10 @@
 // undecodable, silent, resyncing) is scored from the picker's approximate
 // prefix index instead, as prefix-cache scores it; so is every endpoint for a
 // request whose prompt cannot be tokenized (no tokenizer for its model, a
-// chat the tokenizer cannot render).
+// chat the tokenizer cannot render). What an exact endpoint holds is also set
+// as the cycle's cached tokens (Cycle.SetCachedTokens), so that the scorers
+// after it (predicted-latency) and the pick's accounting price the prefill
+// really left.
 //
 // The scorer is built from the configuration like every plugin; the process
 // that runs it binds it to its kvevents.Hub (BindAll), which subscribes to
@@ -229,6 +232,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 		var cached, total int
 		if exact && sc.matched[i] >= 0 {
 			cached, total = int(sc.matched[i])*s.stream.BlockSize, sc.promptTokens
+			c.SetCachedTokens(v, cached)
 		} else {
 			cached, total = c.CachedTokens(v), c.PromptTokens
 			approx++

@@ -133,3 +133,40 @@ func TestScoreExactAndFallback(t *testing.T) {
 		t.Fatal("a profile without the scorer left the hub configured")
 	}
 }
+
+// The scorer hands what exact pods hold to the plugins after it (the cycle's
+// cached tokens, which predicted-latency prices); a pod without a stream
+// keeps the approximate index's belief.
+func TestScoreSetsCycleCachedTokens(t *testing.T) {
+	s := newScorer(t, `{"tokenizers":{"m":"test-bytes4"}}`)
+	hub := kvevents.NewHub(nil)
+	defer hub.Close()
+	preciseprefixcache.BindAll(&scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}, hub)
+	prompt := strings.Repeat("abcdefghijklmnop", 64) // 256 tokens
+	toks, _ := bytes4{}.AppendPromptTokens(nil, nil, prompt)
+	now := time.Unix(100, 0)
+	feed := hub.NewFeed(0)
+	feed.Publish("10.0.0.1:8000", now, storedPrompt(1, toks, 3)) // 48 tokens
+	feed.Follow("10.0.0.2:8000")                                 // exact, holds nothing
+
+	approx := prefixindex.New(1000)
+	settings := scheduling.PrefixSettings{Index: approx, BlockTokens: 16, MaxBlocks: 256}
+	views := []datastore.View{{ID: 0, Key: "10.0.0.1:8000"}, {ID: 1, Key: "10.0.0.2:8000"}, {ID: 2, Key: "10.0.0.3:8000"}}
+	c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 1)))
+	c.Reset(&scheduling.Request{Model: "m", Prompt: prompt}, now, settings)
+	for i := range views { // the router sent the prompt everywhere, as far as it knows
+		c.RecordPick(int32(i))
+	}
+	c.Reset(&scheduling.Request{Model: "m", Prompt: prompt}, now, settings)
+	if got := c.CachedTokens(&views[0]); got != 256 {
+		t.Fatalf("approximate belief %d tokens, want 256", got)
+	}
+	s.Score(c, []*datastore.View{&views[0], &views[1], &views[2]}, make([]float64, 3))
+	if a, b, x := c.CachedTokens(&views[0]), c.CachedTokens(&views[1]), c.CachedTokens(&views[2]); a != 48 || b != 0 || x != 256 {
+		t.Fatalf("cached tokens after scoring %d, %d, %d; want 48 and 0 (exact), 256 (approximate)", a, b, x)
+	}
+	c.Reset(&scheduling.Request{Model: "m", Prompt: prompt}, now, settings)
+	if got := c.CachedTokens(&views[0]); got != 256 {
+		t.Fatalf("a new cycle kept the exact figure: %d", got)
+	}
+}
