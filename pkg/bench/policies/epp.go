@@ -18,9 +18,15 @@ import (
 // configuration: queue 2, kv-cache 2, prefix 3, max-score picker with random
 // tie-break, its prefix scorer cutting prompts into 64-character (16-token)
 // blocks, at most 256 of them, with no minimum match.
-const LegacyBlendConfig = `
+var LegacyBlendConfig = blendConfig(`{name: prefix, type: prefix-cache, parameters: {minMatchTokens: 16}}`)
+
+// blendConfig is the legacy blend's weights (queue 2, kv-cache 2, prefix 3)
+// and approximate prefix index (16-token blocks, at most 256) with the given
+// prefix scorer, a plugin entry named prefix.
+func blendConfig(prefixPlugin string) string {
+	return `
 plugins:
-- {name: prefix, type: prefix-cache, parameters: {minMatchTokens: 16}}
+- ` + prefixPlugin + `
 scorers:
 - {plugin: queue, weight: 2}
 - {plugin: kv-cache-utilization, weight: 2}
@@ -28,6 +34,7 @@ scorers:
 picker: max-score-picker
 prefix: {blockTokens: 16, maxBlocks: 256}
 `
+}
 
 // eppRouter is the real endpoint picker in process: every decision goes
 // through director.Schedule, telemetry through UpdateMetrics, and the

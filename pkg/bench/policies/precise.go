@@ -30,19 +30,10 @@ type KVEventReceiver interface {
 // LLMDPreciseConfig is llm-d's published precise prefix-cache routing, as an
 // EPP configuration: the precise prefix-cache scorer (exact blocks from KV
 // events) at weight 3, kv-cache utilisation and queue at 2 each, max-score
-// picker. Its blocks are the servers' 16 tokens, with no minimum match; where
-// a pod has no exact stream the scorer reads the approximate index, keyed as
-// the legacy blend's prefix scorer.
-const LLMDPreciseConfig = `
-plugins:
-- {name: precise, type: precise-prefix-cache, parameters: {blockSize: 16, minMatchTokens: 16}}
-scorers:
-- {plugin: precise, weight: 3}
-- {plugin: kv-cache-utilization, weight: 2}
-- {plugin: queue, weight: 2}
-picker: max-score-picker
-prefix: {blockTokens: 16, maxBlocks: 256}
-`
+// picker: the legacy blend's weights with the precise scorer. Its blocks are
+// the servers' 16 tokens, with no minimum match; where a pod has no exact
+// stream the scorer reads the approximate index, keyed as the legacy blend's.
+var LLMDPreciseConfig = blendConfig(`{name: prefix, type: precise-prefix-cache, parameters: {blockSize: 16, minMatchTokens: 16}}`)
 
 // IGWPreciseConfig is igw's default configuration (config.Default) plus the
 // precise prefix-cache scorer at weight 1, ahead of predicted-latency: where
