@@ -124,3 +124,13 @@ func TestReportRatios(t *testing.T) {
 		t.Errorf("igw row %q", got)
 	}
 }
+
+// The best peer is the best policy that is not igw's, in any configuration,
+// nor the oracle; the precise peers count.
+func TestBestPeerLeavesOutIGWConfigurations(t *testing.T) {
+	summary := map[string]Summary{"oracle": {Scale: 9}, "igw": {Scale: 8}, "igw-precise": {Scale: 7},
+		"dynamo-cost": {Scale: 2}, "llm-d-precise": {Scale: 3}}
+	if got := BestPeer(summary); got != "llm-d-precise" {
+		t.Fatalf("best peer %q, want llm-d-precise", got)
+	}
+}
