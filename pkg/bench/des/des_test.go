@@ -51,7 +51,7 @@ func TestEveryPolicyServesAllAndOracleLeadsTTFT(t *testing.T) {
 
 func TestDeterministicPerSeed(t *testing.T) {
 	sc := load(t)
-	for _, p := range []string{policies.IGW, policies.Random, policies.SGLangCacheAware} {
+	for _, p := range []string{policies.IGW, policies.Random, policies.SGLangCacheAware, policies.LLMDPrecise, policies.DynamoPrecise} {
 		a, b, c := run(t, sc, p, 3), run(t, sc, p, 3), run(t, sc, p, 4)
 		if !reflect.DeepEqual(a.Metrics, b.Metrics) {
 			t.Errorf("%s: two runs of seed 3 differ:\n%+v\n%+v", p, a.Metrics, b.Metrics)
