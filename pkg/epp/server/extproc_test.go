@@ -13,6 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/igw-dev/igw/pkg/cputime"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -281,10 +282,10 @@ func BenchmarkRequestPath512KiB(b *testing.B) {
 	run := func(c *extproctest.Client, cpuSum *time.Duration) time.Duration {
 		req := extproctest.PostJSON("/v1/chat/completions", body)
 		req.Response = resp
-		c0, t0 := processCPU(), time.Now()
+		c0, t0 := cputime.Process(), time.Now()
 		res, err := c.Process(ctx, req)
 		d := time.Since(t0)
-		*cpuSum += processCPU() - c0
+		*cpuSum += cputime.Process() - c0
 		if err != nil || res.ImmediateResponse != nil || len(res.RequestBody) != len(body) {
 			b.Fatal(err, res.ImmediateResponse)
 		}
