@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -81,6 +82,10 @@ type Response struct {
 	// FullDuplexStreamed mode, concatenated into one message in Buffered mode.
 	Chunks   [][]byte
 	Trailers Headers
+	// Pace, in FullDuplexStreamed mode, is the pause before each message after
+	// the headers: an upstream that generates its answer token by token keeps
+	// the stream open that long.
+	Pace time.Duration
 }
 
 // Chunk is one body piece the server returned.
@@ -119,6 +124,10 @@ type Result struct {
 	// Ignored lists mutations Envoy would drop silently; a non-empty list usually means a
 	// server bug that a test should catch.
 	Ignored []string
+	// RequestPathTime is how long the request path took, from the first
+	// message to the reply that let Envoy send the request upstream: the time
+	// the server adds before the request reaches the model server.
+	RequestPathTime time.Duration
 	// Messages is every reply the server sent, in order, for protocol-level assertions.
 	Messages []*extprocv3.ProcessingResponse
 }
@@ -165,9 +174,11 @@ func (c *Client) Process(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	reqPhase := c.requestPhase(req)
+	start := time.Now()
 	if err := x.run(reqPhase); err != nil {
 		return x.res, err
 	}
+	x.res.RequestPathTime = time.Since(start)
 	x.res.RequestHeaders, x.res.RequestBody, x.res.RequestTrailers = reqPhase.headers, reqPhase.body, reqPhase.trailers
 
 	if req.Response != nil && x.res.ImmediateResponse == nil {
@@ -175,6 +186,7 @@ func (c *Client) Process(ctx context.Context, req Request) (*Result, error) {
 			dir: responsePath, mode: c.cfg.ResponseBodyMode,
 			headers: req.Response.Headers.clone(), chunks: nonEmpty(req.Response.Chunks, c.cfg.ResponseBodyMode),
 			trailers: req.Response.Trailers.clone(), hasTrailers: req.Response.Trailers != nil, metadata: req.MetadataContext,
+			pace: req.Response.Pace,
 		}
 		if err := x.run(respPhase); err != nil {
 			return x.res, err

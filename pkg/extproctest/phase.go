@@ -3,6 +3,7 @@ package extproctest
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -32,6 +33,7 @@ type phase struct {
 	trailers    Headers
 	hasTrailers bool
 	metadata    *corev3.Metadata
+	pace        time.Duration // pause before each streamed message after the first
 
 	// body is what Envoy forwards: in Buffered mode the held original as mutated,
 	// in FullDuplexStreamed mode the concatenation of the server's streamed replies.
@@ -144,7 +146,14 @@ func (x *exchange) runStreamed(p *phase, msgs []outgoing) error {
 	}
 	go func() {
 		defer close(sent)
-		for _, o := range msgs {
+		for i, o := range msgs {
+			if i > 0 && p.pace > 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(p.pace):
+				}
+			}
 			select {
 			case <-stop:
 				return
