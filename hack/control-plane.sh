@@ -35,7 +35,11 @@ ln -sf "$(command -v etcd)" "$assets/etcd"
 v=k8s.io/component-base/version
 version_ldflags="-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*} -X $v.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean"
 
+# One build at a time: concurrent runs (test packages, several clones) wait
+# for the first instead of compiling the same binary side by side.
+exec 9>"$assets/.build.lock"
 for cmd in kube-apiserver kubectl; do
+	[ -x "$assets/$cmd" ] || flock 9
 	if [ ! -x "$assets/$cmd" ]; then
 		say "building $cmd v$K8S_VERSION (about 9 minutes the first time, cached afterwards)"
 		start=$(date +%s)

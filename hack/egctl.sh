@@ -13,8 +13,12 @@ cache="${IGW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/igw}"
 dir="$cache/egctl-v$EG_VERSION"
 bin="$dir/egctl"
 
+mkdir -p "$dir"
+# One build at a time: concurrent runs wait for the first instead of compiling
+# the same binary side by side.
+exec 9>"$dir/.build.lock"
+[ -x "$bin" ] || flock 9
 if [ ! -x "$bin" ]; then
-	mkdir -p "$dir"
 	echo "egctl: building egctl v$EG_VERSION (about 15 minutes the first time, cached afterwards)" >&2
 	start=$(date +%s)
 	(cd "$root/hack/tools/egctl" && go build -o "$bin.partial" github.com/envoyproxy/gateway/cmd/egctl)

@@ -61,10 +61,10 @@ func (l *Live) Respond(status int, headers Headers, body io.Reader, w http.Respo
 	if l.ImmediateResponse != nil {
 		return errors.New("extproctest: Respond after an immediate response on the request path")
 	}
-	if l.cfg.ResponseBodyMode == Streamed {
-		return errors.New("extproctest: Respond does not play a STREAMED response body; use Process")
-	}
 	h := append(NewHeaders(":status", strconv.Itoa(status)), headers...)
+	if l.cfg.ResponseBodyMode == Streamed {
+		return l.respondStreamed(h, body, w)
+	}
 	if l.cfg.ResponseBodyMode == Buffered {
 		all, err := io.ReadAll(body)
 		if err != nil {
@@ -128,6 +128,72 @@ func (l *Live) Respond(status int, headers Headers, body io.Reader, w http.Respo
 		}
 	}
 	return <-sendErr
+}
+
+// respondStreamed plays a STREAMED response body: Envoy forwards the headers
+// once the server has replied to them, then each chunk once the server has
+// replied to it, in order. The next chunk goes after the reply to the one
+// before, which keeps that order without holding chunks in flight.
+func (l *Live) respondStreamed(h Headers, body io.Reader, w http.ResponseWriter) error {
+	p := &phase{dir: responsePath, mode: Streamed, headers: h, metadata: l.meta.MetadataContext, stopSending: func() {}}
+	send := func(m *extprocv3.ProcessingRequest) error {
+		m.MetadataContext = p.metadata
+		return l.x.send(m)
+	}
+	await := func(done func() bool) error {
+		for !done() && l.ImmediateResponse == nil {
+			m, err := l.x.recv()
+			if err != nil {
+				return err
+			}
+			if err := l.x.handle(p, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := send(headersMessage(responsePath, h, false)); err != nil {
+		return err
+	}
+	if err := await(func() bool { return p.headersDone }); err != nil {
+		return err
+	}
+	if l.writeImmediate(w) {
+		return nil
+	}
+	p.headers.remove("content-length") // the server may change the chunks' sizes
+	writeHeaders(w, p.headers)
+	flush(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		eos := errors.Is(err, io.EOF)
+		if err != nil && !eos {
+			return fmt.Errorf("extproctest: reading the upstream body: %w", err)
+		}
+		if n == 0 && !eos {
+			continue
+		}
+		p.chunks = append(p.chunks, append([]byte(nil), buf[:n]...))
+		p.bodyDone = false // more chunks may follow this one
+		seen := len(p.returned)
+		if err := send(bodyMessage(responsePath, p.chunks[len(p.chunks)-1], eos)); err != nil {
+			return err
+		}
+		if err := await(func() bool { return len(p.returned) > seen }); err != nil {
+			return err
+		}
+		if l.ImmediateResponse != nil {
+			return nil // the headers are out: Envoy resets the stream
+		}
+		if _, err := w.Write(p.returned[seen].Body); err != nil {
+			return err
+		}
+		flush(w)
+		if eos {
+			return nil
+		}
+	}
 }
 
 // sendBody sends the response headers message first, then body chunk by

@@ -142,3 +142,76 @@ func TestLiveUpstreamFailureEndsTheExchange(t *testing.T) {
 		t.Fatal("Close half-closed a broken exchange and waits for the server")
 	}
 }
+
+// upperCasingStreamedServer answers as a server behind Envoy's BUFFERED
+// request and STREAMED response modes: one reply per message, each response
+// chunk replaced by its upper case.
+func upperCasingStreamedServer() scripted {
+	return scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
+		for {
+			m, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			var reply *extprocv3.ProcessingResponse
+			switch {
+			case m.GetRequestHeaders() != nil:
+				reply = headersReply(requestPath, &extprocv3.CommonResponse{})
+			case m.GetRequestBody() != nil:
+				reply = bodyReply(requestPath, &extprocv3.CommonResponse{})
+			case m.GetResponseHeaders() != nil:
+				reply = headersReply(responsePath, &extprocv3.CommonResponse{})
+			case m.GetResponseBody() != nil:
+				upper := bytes.ToUpper(m.GetResponseBody().GetBody())
+				reply = bodyReply(responsePath, &extprocv3.CommonResponse{
+					BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: upper}}})
+			}
+			if err := s.Send(reply); err != nil {
+				return err
+			}
+		}
+	}}
+}
+
+func TestLiveStreamedResponseModeForwardsEachRepliedChunk(t *testing.T) {
+	c := Start(t, upperCasingStreamedServer(), Config{RequestBodyMode: Buffered, ResponseBodyMode: Streamed})
+	l, err := c.Begin(ctxT(t), PostJSON("/v1/chat/completions", []byte(`{"model":"m"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, send := io.Pipe()
+	w := &chunkWriter{ResponseRecorder: httptest.NewRecorder(), flushed: make(chan string, 4)}
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Respond(200, NewHeaders("content-type", "text/event-stream"), upstream, w)
+	}()
+	if got := <-w.flushed; got != "" || w.Code != 200 {
+		t.Fatalf("headers: %d, body %q", w.Code, got)
+	}
+	for _, chunk := range []string{"data: a\n\n", "data: b\n\n"} {
+		if _, err := send.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-w.flushed:
+			if want := strings.ToUpper(chunk); got != want {
+				t.Fatalf("client got %q, want %q", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("chunk %q did not reach the client while the upstream was still open", chunk)
+		}
+	}
+	send.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Body.String() != "DATA: A\n\nDATA: B\n\n" {
+		t.Fatalf("client body %q", w.Body.String())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
@@ -289,6 +290,67 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 
 		Expect(fixtures.SetPodReady(ctx, k8s, ns, llama[1].Pod, strings.Split(llama[1].Addr, ":")[0])).To(Succeed())
 		Eventually(func() []string { return pickerEndpoints(llamaEPP) }, eventually, poll).Should(ConsistOf(addrs(llama)))
+	})
+
+	It("serves a FailOpen route through its picker, and without it while the picker is down; a FailClose route fails instead", func() {
+		names := render.NamesForRoute("llama")
+		setFailureMode := func(mode igwv1.FailureMode) {
+			Eventually(func() error {
+				mr := getRoute("llama")
+				if mr.Spec.EPP == nil {
+					mr.Spec.EPP = &igwv1.EPPOverrides{}
+				}
+				mr.Spec.EPP.FailureMode = mode
+				return k8s.Update(ctx, mr)
+			}, eventually, poll).Should(Succeed())
+			Eventually(func() bool {
+				var p egv1a1.EnvoyExtensionPolicy
+				if k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.EPPPolicy}, &p) != nil || len(p.Spec.ExtProc) != 1 {
+					return false
+				}
+				fo := p.Spec.ExtProc[0].FailOpen
+				return fo != nil && *fo == (mode == igwv1.FailOpen)
+			}, eventually, poll).Should(BeTrue(), "the picker's policy follows failureMode %s", mode)
+		}
+		scored := func() float64 {
+			return testutil.ToFloat64(llamaEPP.EPP.Metrics.Decisions.WithLabelValues(director.ReasonScored))
+		}
+
+		By("FailOpen: the picker still places every request, its body buffered and the answer streamed to it")
+		setFailureMode(igwv1.FailOpen)
+		before := scored()
+		for i := range 4 {
+			got := chat(oai, llamaModel, i%2 == 1)
+			Expect(got.err).NotTo(HaveOccurred())
+			Expect(got.completionTokens).To(BeNumerically(">", 0))
+			Expect(addrs(llama)).To(ContainElement(got.upstream))
+		}
+		Expect(scored() - before).To(BeNumerically(">=", 4))
+
+		By("the picker stops: requests go on, balanced over the pool's ready pods")
+		llamaEPP.Stop()
+		upstreams := map[string]int{}
+		for i := range 6 {
+			got := chat(oai, llamaModel, i%2 == 1)
+			Expect(got.err).NotTo(HaveOccurred(), "request %d with the picker down", i)
+			Expect(got.completionTokens).To(BeNumerically(">", 0))
+			upstreams[got.upstream]++
+		}
+		Expect(upstreams).To(HaveLen(len(llama)), "every ready pod serves: %v", upstreams)
+
+		By("FailClose with the picker down: Envoy answers 500 itself")
+		setFailureMode(igwv1.FailClose)
+		var apiErr *openai.Error
+		Expect(errors.As(chat(oai, llamaModel, false).err, &apiErr)).To(BeTrue())
+		Expect(apiErr.StatusCode).To(Equal(http.StatusInternalServerError))
+
+		By("the picker is back: requests are placed again")
+		llamaEPP = runDeployment(ns, names.EPP)
+		front.add(llamaEPP)
+		Eventually(func() error { return chat(oai, llamaModel, false).err }, eventually, poll).Should(Succeed())
+		before = scored()
+		Expect(chat(oai, llamaModel, true).err).NotTo(HaveOccurred())
+		Expect(scored() - before).To(BeNumerically(">=", 1))
 	})
 
 	It("runs a picker of two replicas active-passive with what the operator rendered, and fails over when the leader stops", func() {

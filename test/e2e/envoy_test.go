@@ -19,6 +19,8 @@ import (
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -55,6 +57,12 @@ const headerUpstream = "x-e2e-upstream"
 // load balancer, which would hide a wrong pick). A route with no picker and no
 // override (the model list's) goes to the pod behind its Service, as the
 // Deployment processes are reached for ext_proc.
+//
+// An ext_proc filter whose Service has no ready pod is down: under its
+// policy's failOpen the request goes on without it, and a route whose picker
+// failed open is balanced over the backend's ready endpoints (Envoy's
+// endpoint-override policy falls back to the cluster's own balancing);
+// otherwise Envoy answers 500 itself.
 type envoy struct {
 	gateway types.NamespacedName
 
@@ -64,6 +72,9 @@ type envoy struct {
 	pods    []*process
 	clients map[string]*extproctest.Client
 	errs    []error
+	// fallbacks counts requests balanced without a picker, to rotate over
+	// the backend's endpoints.
+	fallbacks int
 }
 
 // add makes more pods reachable through their Services.
@@ -149,7 +160,14 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 		if xp.response {
 			return fmt.Errorf("ext_proc %s on the Gateway asks for the response path, which the front does not play", xp.addr)
 		}
-		l, err := xp.client.Begin(xc, extproctest.Request{Headers: h, Body: body})
+		l, err := xp.begin(xc, extproctest.Request{Headers: h, Body: body})
+		if errors.Is(err, errFilterDown) {
+			if xp.failOpen {
+				continue
+			}
+			writeImmediate(w, http.StatusInternalServerError, nil, nil)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("ext_proc %s: %w", xp.addr, err)
 		}
@@ -195,8 +213,17 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var respond *extproctest.Live // the filter that sees the response
+	failedOpen := false
 	for _, xp := range routeProcs {
-		l, err := xp.client.Begin(xc, extproctest.Request{Headers: h, Body: body})
+		l, err := xp.begin(xc, extproctest.Request{Headers: h, Body: body})
+		if errors.Is(err, errFilterDown) {
+			if xp.failOpen {
+				failedOpen = true
+				continue
+			}
+			writeImmediate(w, http.StatusInternalServerError, nil, nil)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("ext_proc %s: %w", xp.addr, err)
 		}
@@ -223,6 +250,10 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 	backend := rule.BackendRefs[0].BackendObjectReference
 	dest, err := e.destination(rc, m.route, h)
 	switch {
+	case errors.Is(err, errNoDestination) && failedOpen:
+		if dest, err = e.fallbackEndpoint(rc, m.route.Namespace, backend); err != nil {
+			return err
+		}
 	case errors.Is(err, errNoOverride) && len(routeProcs) == 0:
 		// No picker and no override: Envoy balances over the backend
 		// Service's endpoints, here the one pod process behind it.
@@ -449,8 +480,24 @@ func (e *envoy) directResponse(ctx context.Context, ns string, f gwapiv1.HTTPRou
 // extProc is one ext_proc filter of a policy.
 type extProc struct {
 	addr     string
-	client   *extproctest.Client
-	response bool // the filter processes the response too
+	client   *extproctest.Client // nil when the filter is down
+	response bool                // the filter processes the response too
+	failOpen bool
+}
+
+// errFilterDown: Envoy cannot reach the filter's server.
+var errFilterDown = errors.New("ext_proc server unreachable")
+
+// begin plays the request path through the filter's server.
+func (xp extProc) begin(ctx context.Context, req extproctest.Request) (*extproctest.Live, error) {
+	if xp.client == nil {
+		return nil, errFilterDown
+	}
+	l, err := xp.client.Begin(ctx, req)
+	if status.Code(errors.Unwrap(err)) == codes.Unavailable || status.Code(err) == codes.Unavailable {
+		return nil, fmt.Errorf("%w: %w", errFilterDown, err)
+	}
+	return l, err
 }
 
 // extProcs are the ext_proc filters of the EnvoyExtensionPolicies in ns
@@ -476,7 +523,12 @@ func (e *envoy) extProcs(ctx context.Context, ns, kind, name string) ([]extProc,
 			if (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
 				return nil, fmt.Errorf("EnvoyExtensionPolicy %s: backendRef %+v is not a Service port", p.Name, ref)
 			}
+			failOpen := xp.FailOpen != nil && *xp.FailOpen
 			addr, err := e.servicePod(ctx, refNamespace(ref, p.Namespace), string(ref.Name), int32(*ref.Port))
+			if errors.Is(err, errNoReadyPod) {
+				out = append(out, extProc{failOpen: failOpen})
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("EnvoyExtensionPolicy %s: %w", p.Name, err)
 			}
@@ -488,7 +540,7 @@ func (e *envoy) extProcs(ctx context.Context, ns, kind, name string) ([]extProc,
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, extProc{addr: addr, client: c, response: response})
+			out = append(out, extProc{addr: addr, client: c, response: response, failOpen: failOpen})
 		}
 	}
 	return out, nil
@@ -506,6 +558,8 @@ func processingMode(pm *egv1a1.ExtProcProcessingMode) (extproctest.Config, bool,
 			return extproctest.Buffered, nil
 		case egv1a1.FullDuplexStreamedExtBodyProcessingMode:
 			return extproctest.FullDuplexStreamed, nil
+		case egv1a1.StreamedExtProcBodyProcessingMode:
+			return extproctest.Streamed, nil
 		}
 		return 0, fmt.Errorf("body mode %s is not played", *o.Body)
 	}
@@ -578,7 +632,7 @@ func (e *envoy) servicePod(ctx context.Context, ns, name string, port int32) (st
 		}
 		return p.port(c, *target)
 	}
-	return "", fmt.Errorf("no ready pod (of %d selected) behind Service %s/%s", selected, ns, name)
+	return "", fmt.Errorf("%w (of %d selected) behind Service %s/%s", errNoReadyPod, selected, ns, name)
 }
 
 // destination is the endpoint the route's BackendTrafficPolicy takes from the
@@ -602,14 +656,20 @@ func (e *envoy) destination(ctx context.Context, route *gwapiv1.HTTPRoute, h ext
 				first, _, _ := strings.Cut(v, ",")
 				return strings.TrimSpace(first), nil
 			}
-			return "", fmt.Errorf("the request has no %s header for BackendTrafficPolicy %s", *from.Header, p.Name)
+			return "", fmt.Errorf("%w: the request has no %s header for BackendTrafficPolicy %s", errNoDestination, *from.Header, p.Name)
 		}
 	}
 	return "", fmt.Errorf("%w targets HTTPRoute %s", errNoOverride, route.Name)
 }
 
-// errNoOverride: a route that no picker serves has no endpoint override either.
-var errNoOverride = errors.New("no BackendTrafficPolicy with an endpoint override")
+var (
+	// errNoOverride: a route that no picker serves has no endpoint override either.
+	errNoOverride = errors.New("no BackendTrafficPolicy with an endpoint override")
+	// errNoDestination: the route has an endpoint override, the request no endpoint.
+	errNoDestination = errors.New("no picked endpoint")
+	// errNoReadyPod: a Service with no ready pod behind it.
+	errNoReadyPod = errors.New("no ready pod")
+)
 
 // checkEndpoint requires dest to be a ready endpoint of the backendRef: a
 // Service (its selector, the targetPort of the referenced port) or an
@@ -617,6 +677,36 @@ var errNoOverride = errors.New("no BackendTrafficPolicy with an endpoint overrid
 // is the rule of the picker's own pool source (source.Endpoints), the same as
 // the endpoints controller's: ready, running, with an IP.
 func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference, dest string) error {
+	endpoints, err := backendEndpoints(ctx, routeNS, ref)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(endpoints, dest) {
+		return fmt.Errorf("the picked endpoint %s is not a ready endpoint of %s %s/%s (%v)", dest, ptrOr(ref.Kind, "Service"), refNamespace(ref, routeNS), ref.Name, endpoints)
+	}
+	return nil
+}
+
+// fallbackEndpoint is where Envoy sends a request that no picker placed: the
+// next of the backend's ready endpoints in turn.
+func (e *envoy) fallbackEndpoint(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference) (string, error) {
+	endpoints, err := backendEndpoints(ctx, routeNS, ref)
+	if err != nil {
+		return "", err
+	}
+	if len(endpoints) == 0 {
+		return "", fmt.Errorf("%s %s/%s has no ready endpoint to fall back to", ptrOr(ref.Kind, "Service"), refNamespace(ref, routeNS), ref.Name)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fallbacks++
+	return endpoints[e.fallbacks%len(endpoints)], nil
+}
+
+// backendEndpoints are the ready endpoints of a backendRef: a Service (its
+// selector, the targetPort of the referenced port) or an InferencePool (its
+// selector, its target ports), by the picker's own pool rule.
+func backendEndpoints(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference) ([]string, error) {
 	ns := refNamespace(ref, routeNS)
 	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
 	var pool infv1.InferencePool
@@ -624,7 +714,7 @@ func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.B
 	case ref.Kind == nil || *ref.Kind == "Service":
 		var svc corev1.Service
 		if err := k8s.Get(ctx, key, &svc); err != nil {
-			return err
+			return nil, err
 		}
 		pool.Spec.Selector.MatchLabels = map[infv1.LabelKey]infv1.LabelValue{}
 		for k, v := range svc.Spec.Selector {
@@ -637,10 +727,10 @@ func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.B
 		}
 	case *ref.Kind == "InferencePool":
 		if err := k8s.Get(ctx, key, &pool); err != nil {
-			return err
+			return nil, err
 		}
 	default:
-		return fmt.Errorf("backendRef kind %s is not played", *ref.Kind)
+		return nil, fmt.Errorf("backendRef kind %s is not played", *ref.Kind)
 	}
 	selector := map[string]string{}
 	for k, v := range pool.Spec.Selector.MatchLabels {
@@ -648,16 +738,16 @@ func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.B
 	}
 	var pods corev1.PodList
 	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(selector)); err != nil {
-		return err
+		return nil, err
 	}
 	var endpoints []string
 	for _, ep := range source.Endpoints(&pool, pods.Items) {
 		endpoints = append(endpoints, ep.Key())
 	}
-	if len(selector) == 0 || !slices.Contains(endpoints, dest) {
-		return fmt.Errorf("the picked endpoint %s is not a ready endpoint of %s %s (%v)", dest, ptrOr(ref.Kind, "Service"), key, endpoints)
+	if len(selector) == 0 {
+		return nil, nil // selects nothing
 	}
-	return nil
+	return endpoints, nil
 }
 
 func ptrOr[T ~string](p *T, def string) string {
