@@ -54,8 +54,15 @@ type Registry struct {
 	factories map[string]Factory
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{factories: make(map[string]Factory)} }
+// NewRegistry returns a registry holding the factories of sets (none: an
+// empty registry).
+func NewRegistry(sets ...map[string]Factory) *Registry {
+	r := &Registry{factories: make(map[string]Factory)}
+	for _, set := range sets {
+		r.RegisterAll(set)
+	}
+	return r
+}
 
 // Register adds a factory; registering a type twice is a programming error.
 func (r *Registry) Register(typ string, f Factory) {

@@ -17,24 +17,19 @@ import (
 	"github.com/igw-dev/igw/pkg/global/plugins/servesmodel"
 )
 
-// Register adds every plugin the global picker can run to r.
-func Register(r *scheduling.Registry) {
-	r.RegisterAll(eppplugins.OverViews)
-	r.RegisterAll(map[string]scheduling.Factory{
-		regionpin.Type:      regionpin.New,
-		memberhealth.Type:   memberhealth.New,
-		servesmodel.Type:    servesmodel.New,
-		predictedttft.Type:  predictedttft.New,
-		prefixlocality.Type: prefixlocality.New,
-		headroom.Type:       headroom.New,
-		errorrate.Type:      errorrate.New,
-		proximity.Type:      proximity.New,
-	})
+// overMembers are the global picker's own plugins.
+var overMembers = map[string]scheduling.Factory{
+	regionpin.Type:      regionpin.New,
+	memberhealth.Type:   memberhealth.New,
+	servesmodel.Type:    servesmodel.New,
+	predictedttft.Type:  predictedttft.New,
+	prefixlocality.Type: prefixlocality.New,
+	headroom.Type:       headroom.New,
+	errorrate.Type:      errorrate.New,
+	proximity.Type:      proximity.New,
 }
 
 // NewRegistry returns a registry holding the global picker's plugins.
 func NewRegistry() *scheduling.Registry {
-	r := scheduling.NewRegistry()
-	Register(r)
-	return r
+	return scheduling.NewRegistry(eppplugins.OverViews, overMembers)
 }

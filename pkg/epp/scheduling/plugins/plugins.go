@@ -28,23 +28,17 @@ var OverViews = map[string]scheduling.Factory{
 	weightedrandom.Type:     weightedrandom.New,
 }
 
-// Register adds every built-in plugin to r.
-func Register(r *scheduling.Registry) {
-	r.RegisterAll(OverViews)
-	r.RegisterAll(map[string]scheduling.Factory{
-		prefixcache.Type:        prefixcache.New,
-		loraaffinity.Type:       loraaffinity.New,
-		predictedlatency.Type:   predictedlatency.New,
-		labelselector.Type:      labelselector.New,
-		saturation.Type:         saturation.New,
-		modelserved.Type:        modelserved.New,
-		preciseprefixcache.Type: preciseprefixcache.New,
-	})
+// overEndpoints are the built-in plugins that need what only an endpoint
+// picker has (its prefix index, the endpoints' labels, adapters and events).
+var overEndpoints = map[string]scheduling.Factory{
+	prefixcache.Type:        prefixcache.New,
+	loraaffinity.Type:       loraaffinity.New,
+	predictedlatency.Type:   predictedlatency.New,
+	labelselector.Type:      labelselector.New,
+	saturation.Type:         saturation.New,
+	modelserved.Type:        modelserved.New,
+	preciseprefixcache.Type: preciseprefixcache.New,
 }
 
 // NewRegistry returns a registry holding the built-in plugins.
-func NewRegistry() *scheduling.Registry {
-	r := scheduling.NewRegistry()
-	Register(r)
-	return r
-}
+func NewRegistry() *scheduling.Registry { return scheduling.NewRegistry(OverViews, overEndpoints) }

@@ -14,22 +14,17 @@ import (
 // Type is the plugin's type name.
 const Type = "member-headroom"
 
-// Scorer scores free KV tokens relative to the roomiest candidate. When a
-// candidate's capacity is unknown, every candidate is scored by its free
-// share instead; unknown KV use scores 0.5 and a stale member 0.
-type Scorer struct{ scheduling.Named }
-
-var _ scheduling.Scorer = (*Scorer)(nil)
-
-// New is the registry factory; the scorer has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Scorer{n} })
+// New is the registry factory; the scorer has no parameters and no state.
+var New = scheduling.StatelessScorer(Type, score)
 
 func capacity(v *datastore.View) float64 {
 	return float64(v.Metrics.NumGPUBlocks) * float64(v.Metrics.BlockSizeTokens)
 }
 
-// Score implements scheduling.Scorer.
-func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+// score scores free KV tokens relative to the roomiest candidate. When a
+// candidate's capacity is unknown, every candidate is scored by its free
+// share instead; unknown KV use scores 0.5 and a stale member 0.
+func score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
 	byTokens := true
 	for _, v := range cands {
 		if _, ok := v.KVUtilization(); ok && !v.Stale && capacity(v) <= 0 {

@@ -25,7 +25,7 @@ func scores(t *testing.T, states ...member.State) []float64 {
 		t.Fatal(err)
 	}
 	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, states...)
-	return plugintest.Scores(s.(*Scorer), c, views)
+	return plugintest.Scores(s.(scheduling.Scorer), c, views)
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -56,7 +56,7 @@ func TestPicksSinceTheSummaryUseRoom(t *testing.T) {
 	b := membertest.Member("b", "r", withKV(0.5, 100_000), time.Millisecond, membertest.Now)
 	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, a, b)
 	views[0].PicksSinceSample, views[0].MeanPromptTokens = 10, 2500 // 25k tokens sent
-	got := plugintest.Scores(s.(*Scorer), c, views)
+	got := plugintest.Scores(s.(scheduling.Scorer), c, views)
 	if !near(got[0], 0.5) || got[1] != 1 {
 		t.Fatalf("scores %v, want [0.5 1]", got)
 	}

@@ -14,18 +14,13 @@ import (
 // Type is the plugin's type name.
 const Type = "member-health"
 
-// Filter drops members out of rotation, and members in slow start with
+// New is the registry factory; the filter has no parameters and no state.
+var New = scheduling.StatelessFilter(Type, filter)
+
+// filter drops members out of rotation, and members in slow start with
 // probability 1 − weight. When only members in slow start were left and all
 // were drawn out, they are kept: slow start shapes a share, it never refuses.
-type Filter struct{ scheduling.Named }
-
-var _ scheduling.Filter = (*Filter)(nil)
-
-// New is the registry factory; the filter has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Filter{n} })
-
-// Filter implements scheduling.Filter.
-func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+func filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
 	t := member.From(c)
 	out := in[:0]
 	warming := 0

@@ -25,11 +25,11 @@ func TestDropsMembersOutOfRotation(t *testing.T) {
 	f, _ := New(Type, nil)
 	out := health.Status{Reason: "2 consecutive failed summary fetches (last: timeout)"}
 	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(membertest.Healthy, out, membertest.Healthy)...)
-	if got := membertest.Names(c, f.(*Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "c"}) {
+	if got := membertest.Names(c, f.(scheduling.Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("kept %v", got)
 	}
 	c, views = membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(out, out)...)
-	if got := f.(*Filter).Filter(c, views); len(got) != 0 {
+	if got := f.(scheduling.Filter).Filter(c, views); len(got) != 0 {
 		t.Fatalf("kept %d out of rotation", len(got))
 	}
 	if r := member.From(c).Rejection(); !strings.HasPrefix(r, "no member cluster is in rotation: a 2 consecutive failed summary fetches") || !strings.Contains(r, "; b 2 consecutive") {
@@ -46,7 +46,7 @@ func TestSlowStartShare(t *testing.T) {
 	const n = 4000
 	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(membertest.Healthy, warm)...)
 	for range n { // one cycle, so one random source across the decisions
-		if got := f.(*Filter).Filter(c, slices.Clone(views)); len(got) == 2 {
+		if got := f.(scheduling.Filter).Filter(c, slices.Clone(views)); len(got) == 2 {
 			kept++
 		}
 	}
@@ -55,7 +55,7 @@ func TestSlowStartShare(t *testing.T) {
 	}
 	for range 100 {
 		c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(warm)...)
-		if got := f.(*Filter).Filter(c, views); len(got) != 1 {
+		if got := f.(scheduling.Filter).Filter(c, views); len(got) != 1 {
 			t.Fatal("a member in slow start, the only one in rotation, was dropped")
 		}
 	}

@@ -16,13 +16,8 @@ import (
 // Type is the plugin's type name.
 const Type = "member-serves-model"
 
-// Filter drops members that cannot serve the request's model.
-type Filter struct{ scheduling.Named }
-
-var _ scheduling.Filter = (*Filter)(nil)
-
-// New is the registry factory; the filter has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Filter{n} })
+// New is the registry factory; the filter has no parameters and no state.
+var New = scheduling.StatelessFilter(Type, filter)
 
 // why says why s cannot serve the request ("" when it can).
 func why(s *member.State, adapter string) string {
@@ -37,8 +32,8 @@ func why(s *member.State, adapter string) string {
 	return ""
 }
 
-// Filter implements scheduling.Filter.
-func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+// filter drops members that cannot serve the request's model.
+func filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
 	t := member.From(c)
 	out := in[:0]
 	for _, v := range in {

@@ -23,15 +23,15 @@ func TestKeepsMembersThatServeTheModel(t *testing.T) {
 		membertest.Member("d", "r", noReady, time.Millisecond, membertest.Now),
 	}
 	c, views := membertest.Cycle(&scheduling.Request{Model: "llama"}, "", membertest.Now, states...)
-	if got := membertest.Names(c, f.(*Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "b"}) {
+	if got := membertest.Names(c, f.(scheduling.Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("base model kept %v", got)
 	}
 	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql"}, "", membertest.Now, states...)
-	if got := membertest.Names(c, f.(*Filter).Filter(c, views)); !slices.Equal(got, []string{"a"}) {
+	if got := membertest.Names(c, f.(scheduling.Filter).Filter(c, views)); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("adapter kept %v", got)
 	}
 	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "chat"}, "", membertest.Now, states...)
-	if got := f.(*Filter).Filter(c, views); len(got) != 0 {
+	if got := f.(scheduling.Filter).Filter(c, views); len(got) != 0 {
 		t.Fatalf("unknown adapter kept %d", len(got))
 	}
 	r := member.From(c).Rejection()

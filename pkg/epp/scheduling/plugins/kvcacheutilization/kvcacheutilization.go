@@ -9,18 +9,13 @@ import (
 // Type is the plugin's type name.
 const Type = "kv-cache-utilization"
 
-// Scorer gives 1 − utilisation (datastore.View.KVUtilization: corrected for
+// New is the registry factory; the scorer has no parameters and no state.
+var New = scheduling.StatelessScorer(Type, score)
+
+// score gives 1 − utilisation (datastore.View.KVUtilization: corrected for
 // prompts sent since the sample). Unknown utilisation scores 0.5; stale
 // endpoints 0.
-type Scorer struct{ scheduling.Named }
-
-var _ scheduling.Scorer = (*Scorer)(nil)
-
-// New is the registry factory; the scorer has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Scorer{n} })
-
-// Score implements scheduling.Scorer.
-func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+func score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
 	for i, v := range cands {
 		if v.Stale {
 			scores[i] = 0

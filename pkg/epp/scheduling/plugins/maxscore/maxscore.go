@@ -15,17 +15,13 @@ const Type = "max-score-picker"
 // tie is how close two totals must be to count as equal.
 const tie = 1e-9
 
-// Picker returns the n best candidates; among equal totals the order is random,
-// so equally good endpoints share the load.
-type Picker struct{ scheduling.Named }
+// New is the registry factory; the picker has no parameters and no state.
+var New = scheduling.StatelessPicker(Type, pick)
 
-var _ scheduling.Picker = (*Picker)(nil)
-
-// New is the registry factory; the picker has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Picker{n} })
-
-// Pick implements scheduling.Picker by n rounds of selection (n is small).
-func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int {
+// pick returns the n best candidates, by n rounds of selection (n is small);
+// among equal totals the order is random, so equally good endpoints share the
+// load.
+func pick(c *scheduling.Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int {
 	return rounds.Pick(dst, n, len(cands), func(chosen []int) int {
 		best, ties := -1, 0
 		for i := range cands {

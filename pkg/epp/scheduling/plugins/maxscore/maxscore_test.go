@@ -12,7 +12,7 @@ import (
 // The best totals come first; equal totals (to within 1e-9) share the first
 // place at random.
 func TestRanksByTotalBreakingTiesAtRandom(t *testing.T) {
-	p := plugintest.New[*Picker](t, New, "")
+	p := plugintest.New[scheduling.Picker](t, New, "")
 	c := plugintest.Cycle(&scheduling.Request{}, nil)
 	vs := plugintest.Views(make([]datastore.Metrics, 4)...)
 	totals := []float64{0.2, 0.9, 0.9 + 1e-12, 0.1}
@@ -38,7 +38,7 @@ func TestRanksByTotalBreakingTiesAtRandom(t *testing.T) {
 // At most len(cands) are returned, appended after what dst holds.
 func TestAppendsAtMostEveryCandidate(t *testing.T) {
 	vs := plugintest.Views(make([]datastore.Metrics, 2)...)
-	got := plugintest.New[*Picker](t, New, "").Pick(plugintest.Cycle(&scheduling.Request{}, nil), vs, []float64{0.1, 0.7}, 5, []int{9})
+	got := plugintest.New[scheduling.Picker](t, New, "").Pick(plugintest.Cycle(&scheduling.Request{}, nil), vs, []float64{0.1, 0.7}, 5, []int{9})
 	if !slices.Equal(got, []int{9, 1, 0}) {
 		t.Fatalf("pick %v, want [9 1 0]", got)
 	}

@@ -10,7 +10,10 @@ import (
 // Type is the plugin's type name.
 const Type = "model-served-filter"
 
-// Filter drops, for a request naming an adapter, the endpoints known not to
+// New is the registry factory; the filter has no parameters and no state.
+var New = scheduling.StatelessFilter(Type, filter)
+
+// filter drops, for a request naming an adapter, the endpoints known not to
 // serve it (their last read model list lacks it), provided some endpoint is
 // known to serve it. A server without the adapter answers such a request with
 // a 404, and while the adapter runs nowhere the LoRA telemetry cannot tell the
@@ -18,17 +21,7 @@ const Type = "model-served-filter"
 // endpoint is known to serve the adapter (no lists read, or an adapter loaded
 // since the last reads) every endpoint is kept: the filter never turns a
 // request that could be served into a 503. Base-model requests pass untouched.
-type Filter struct {
-	scheduling.Named
-}
-
-var _ scheduling.Filter = (*Filter)(nil)
-
-// New is the registry factory; the filter has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Filter{n} })
-
-// Filter implements scheduling.Filter.
-func (f *Filter) Filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
+func filter(c *scheduling.Cycle, in []*datastore.View) []*datastore.View {
 	adapter := c.Request.Adapter
 	if adapter == "" || !anyServes(in, adapter) {
 		return in

@@ -15,7 +15,7 @@ import (
 func TestKeepsAdapterOffEndpointsNotListingIt(t *testing.T) {
 	withSQL := datastore.NewServedModels([]string{"m", "sql"}, plugintest.T0)
 	without := datastore.NewServedModels([]string{"m", "chat"}, plugintest.T0)
-	f := plugintest.New[*Filter](t, New, "")
+	f := plugintest.New[scheduling.Filter](t, New, "")
 	kept := func(req *scheduling.Request, lists ...*datastore.ServedModels) string {
 		vs := plugintest.Views(make([]datastore.Metrics, len(lists))...)
 		for i, l := range lists {

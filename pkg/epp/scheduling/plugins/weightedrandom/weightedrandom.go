@@ -13,18 +13,13 @@ import (
 // Type is the plugin's type name.
 const Type = "weighted-random-picker"
 
-// Picker draws n distinct candidates, each draw proportional to the totals of
+// New is the registry factory; the picker has no parameters and no state.
+var New = scheduling.StatelessPicker(Type, pick)
+
+// pick draws n distinct candidates, each draw proportional to the totals of
 // those not drawn yet (uniform when they are all zero). Spreading by score
 // avoids herding when many requests are scheduled on the same stale sample.
-type Picker struct{ scheduling.Named }
-
-var _ scheduling.Picker = (*Picker)(nil)
-
-// New is the registry factory; the picker has no parameters.
-var New = scheduling.NoParameters(Type, func(n scheduling.Named) scheduling.Plugin { return &Picker{n} })
-
-// Pick implements scheduling.Picker.
-func (p *Picker) Pick(c *scheduling.Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int {
+func pick(c *scheduling.Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int {
 	return rounds.Pick(dst, n, len(cands), func(chosen []int) int {
 		sum, left := 0.0, 0
 		for i := range cands {

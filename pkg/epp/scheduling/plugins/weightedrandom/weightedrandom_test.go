@@ -12,7 +12,7 @@ import (
 // firstPlaces counts, over draws of n, how often each candidate comes first.
 func firstPlaces(t *testing.T, totals []float64, n, draws int) []int {
 	t.Helper()
-	p := plugintest.New[*Picker](t, New, "")
+	p := plugintest.New[scheduling.Picker](t, New, "")
 	c := plugintest.Cycle(&scheduling.Request{}, nil)
 	vs := plugintest.Views(make([]datastore.Metrics, len(totals))...)
 	counts := make([]int, len(totals))
@@ -47,7 +47,7 @@ func TestDrawsInProportionToTotals(t *testing.T) {
 
 // A candidate with a zero total comes only after every positive one.
 func TestZeroTotalsComeLast(t *testing.T) {
-	p := plugintest.New[*Picker](t, New, "")
+	p := plugintest.New[scheduling.Picker](t, New, "")
 	c := plugintest.Cycle(&scheduling.Request{}, nil)
 	vs := plugintest.Views(make([]datastore.Metrics, 3)...)
 	for range 200 {
