@@ -7,17 +7,9 @@ import (
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/des"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
 	"github.com/igw-dev/igw/pkg/bench/workload"
 )
-
-func small(t *testing.T) *scenario.Scenario {
-	t.Helper()
-	sc, err := scenario.Load("../../../bench/testdata/small.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
 
 // run serves sc at rate multiplier m, with or without the early stop.
 func run(t *testing.T, sc *scenario.Scenario, policy string, m float64, guarded bool) bench.Outcome {
@@ -37,7 +29,7 @@ func run(t *testing.T, sc *scenario.Scenario, policy string, m float64, guarded 
 // The capacity found meets the SLO, and a load at most 2% higher does not.
 // (Not every higher load misses: near capacity the verdict is noisy.)
 func TestSearchFindsTheEdge(t *testing.T) {
-	sc := small(t)
+	sc := scenariotest.Small(t)
 	res, err := Search(context.Background(), des.Backend{}, sc, "igw", 1, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +50,7 @@ func TestSearchFindsTheEdge(t *testing.T) {
 
 // The early stop ends overloaded runs and never one that meets the SLO.
 func TestGuardStopsOnlyRunsThatMiss(t *testing.T) {
-	sc := small(t)
+	sc := scenariotest.Small(t)
 	stopped := 0
 	for _, m := range []float64{1, 2, 2.7, 2.9, 3.2, 4, 8} {
 		whole, guarded := run(t, sc, "igw", m, false), run(t, sc, "igw", m, true)
@@ -80,7 +72,7 @@ func TestGuardStopsOnlyRunsThatMiss(t *testing.T) {
 
 // Scaling the rate keeps the requests and divides their arrival times.
 func TestScaleRateKeepsTheRequests(t *testing.T) {
-	sc := small(t)
+	sc := scenariotest.Small(t)
 	base, fast := requests(t, sc), requests(t, sc.ScaleRate(4))
 	if len(base) != len(fast) {
 		t.Fatalf("%d requests at ×1, %d at ×4", len(base), len(fast))
@@ -111,7 +103,7 @@ func requests(t *testing.T, sc *scenario.Scenario) []*workload.Request {
 }
 
 func TestReportRatios(t *testing.T) {
-	sc := small(t)
+	sc := scenariotest.Small(t)
 	rep := NewReport(sc, []Result{
 		{Policy: "round-robin", Seed: 1, Scale: 1}, {Policy: "least-request", Seed: 1, Scale: 2},
 		{Policy: "igw", Seed: 1, Scale: 3}, {Policy: "igw", Seed: 2, Scale: 5}, {Policy: "oracle", Seed: 1, Scale: 8},

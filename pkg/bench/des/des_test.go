@@ -10,19 +10,11 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/des"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
-
-func load(t *testing.T) *scenario.Scenario {
-	t.Helper()
-	sc, err := scenario.Load("../../../bench/testdata/small.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
 
 func run(t *testing.T, sc *scenario.Scenario, policy string, seed uint64) bench.Outcome {
 	t.Helper()
@@ -36,7 +28,7 @@ func run(t *testing.T, sc *scenario.Scenario, policy string, seed uint64) bench.
 // Every policy serves every request of the small scenario, and the oracle —
 // exact state, exact cost model — has the best median and P95 TTFT.
 func TestEveryPolicyServesAllAndOracleLeadsTTFT(t *testing.T) {
-	sc := load(t)
+	sc := scenariotest.Small(t)
 	oracle := run(t, sc, policies.Oracle, 1).Metrics
 	for _, p := range policies.Names {
 		m := run(t, sc, p, 1).Metrics
@@ -50,7 +42,7 @@ func TestEveryPolicyServesAllAndOracleLeadsTTFT(t *testing.T) {
 }
 
 func TestDeterministicPerSeed(t *testing.T) {
-	sc := load(t)
+	sc := scenariotest.Small(t)
 	for _, p := range []string{policies.IGW, policies.Random, policies.SGLangCacheAware, policies.LLMDPrecise, policies.DynamoPrecise} {
 		a, b, c := run(t, sc, p, 3), run(t, sc, p, 3), run(t, sc, p, 4)
 		if !reflect.DeepEqual(a.Metrics, b.Metrics) {
@@ -63,7 +55,7 @@ func TestDeterministicPerSeed(t *testing.T) {
 }
 
 func TestWarmupExcludedAndArrivalsStopAtDuration(t *testing.T) {
-	sc := load(t)
+	sc := scenariotest.Small(t)
 	o, err := bench.RunJobs(context.Background(), des.Backend{}, []bench.Job{{Scenario: sc, Policy: policies.LeastRequest, Seed: 1}},
 		bench.RunOptions{KeepTraces: true})
 	if err != nil {

@@ -6,12 +6,13 @@ import (
 
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
 )
 
 // withFault is the small scenario with one fault on its first pod.
 func withFault(t *testing.T, kind string, at, span time.Duration) *scenario.Scenario {
 	t.Helper()
-	sc := load(t)
+	sc := scenariotest.Small(t)
 	sc.Faults = []scenario.Fault{{Group: sc.Fleet[0].Name, Kind: kind, At: at, For: span}}
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
@@ -55,6 +56,6 @@ func TestHangTimesOutClients(t *testing.T) {
 
 // sc0Mid is a moment in the middle of the small scenario's measured window.
 func sc0Mid(t *testing.T) time.Duration {
-	sc := load(t)
+	sc := scenariotest.Small(t)
 	return (sc.Warmup + sc.Duration) / 2
 }

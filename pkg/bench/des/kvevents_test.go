@@ -6,12 +6,13 @@ import (
 
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
 )
 
 // smallCaches is the small scenario on KV caches too small for its prompts,
 // so that the servers evict what a router's own record says they hold.
 func smallCaches(t *testing.T) *scenario.Scenario {
-	sc := load(t)
+	sc := scenariotest.Small(t)
 	for i := range sc.Fleet {
 		sc.Fleet[i].KVCacheTokens = 6000
 	}

@@ -14,21 +14,13 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/des"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
 	"github.com/igw-dev/igw/pkg/sim"
 )
 
 // testSpeedup keeps runs to a couple of wall seconds. Nothing below depends
 // on timing: a busy machine makes requests late, never different.
 const testSpeedup = 4
-
-func loadTiny(t *testing.T) *scenario.Scenario {
-	t.Helper()
-	sc, err := scenario.Load("testdata/tiny.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
 
 func runLive(t *testing.T, sc *scenario.Scenario, policy string) bench.Outcome {
 	t.Helper()
@@ -50,7 +42,7 @@ func (l testLog) Write(p []byte) (int, error) { l.t.Log(string(p)); return len(p
 // for, and its prompt is tokenized by the server as the workload counted it
 // (the des backend, on the same seed, is the reference).
 func TestEveryLivePolicyServesTheWorkload(t *testing.T) {
-	sc := loadTiny(t)
+	sc := scenariotest.Load(t, "testdata/tiny.yaml")
 	for _, policy := range policies.Names {
 		if policy == policies.Oracle {
 			continue
@@ -99,7 +91,7 @@ func TestEveryLivePolicyServesTheWorkload(t *testing.T) {
 // share system prompts) and adapter loads (three adapters, one slot per pod),
 // counted from the end of the warmup.
 func TestFleetCountersComeFromTheServers(t *testing.T) {
-	o := runLive(t, loadTiny(t), policies.RoundRobin)
+	o := runLive(t, scenariotest.Load(t, "testdata/tiny.yaml"), policies.RoundRobin)
 	f := o.Trace.Fleet
 	if f.PrefixQueries == 0 || f.PrefixHits == 0 || f.PrefixHits > f.PrefixQueries {
 		t.Errorf("prefix cache: %d hits of %d queried tokens", f.PrefixHits, f.PrefixQueries)
@@ -137,7 +129,7 @@ func TestOracleIsNotRunLive(t *testing.T) {
 			t.Errorf("SupportsPolicy(%s) = %v", p, err)
 		}
 	}
-	_, err := bench.RunJob(context.Background(), b, bench.Job{Scenario: loadTiny(t), Policy: policies.Oracle, Seed: 1}, nil)
+	_, err := bench.RunJob(context.Background(), b, bench.Job{Scenario: scenariotest.Load(t, "testdata/tiny.yaml"), Policy: policies.Oracle, Seed: 1}, nil)
 	if !errors.Is(err, ErrOracleNotLive) {
 		t.Fatalf("running the oracle live: %v", err)
 	}
@@ -145,7 +137,7 @@ func TestOracleIsNotRunLive(t *testing.T) {
 
 func TestMissingBinaryIsNamed(t *testing.T) {
 	dir := t.TempDir()
-	_, err := bench.RunJob(context.Background(), &Backend{BinDir: dir}, bench.Job{Scenario: loadTiny(t), Policy: policies.IGW, Seed: 1}, nil)
+	_, err := bench.RunJob(context.Background(), &Backend{BinDir: dir}, bench.Job{Scenario: scenariotest.Load(t, "testdata/tiny.yaml"), Policy: policies.IGW, Seed: 1}, nil)
 	if err == nil || !strings.Contains(err.Error(), "no executable modelsim in "+dir) || !strings.Contains(err.Error(), "go build") {
 		t.Fatalf("err = %v", err)
 	}
@@ -166,7 +158,7 @@ func TestGatewayFailureIsReported(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, gatewayCommand), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	job := bench.Job{Scenario: loadTiny(t), Policy: policies.IGW, Seed: 1}
+	job := bench.Job{Scenario: scenariotest.Load(t, "testdata/tiny.yaml"), Policy: policies.IGW, Seed: 1}
 	f, err := startFleet(context.Background(), job, testSpeedup, binaries{modelsim: filepath.Join(dir, "modelsim"), gateway: filepath.Join(dir, gatewayCommand)}, "")
 	if f == nil {
 		t.Fatalf("no fleet to stop: %v", err)
@@ -192,7 +184,7 @@ func TestIGWConfigReachesTheGateway(t *testing.T) {
 	}
 	const broken = "scorers: [{plugin: no-such-scorer, weight: 1}]\n"
 	for _, policy := range []string{policies.IGW, policies.RoundRobin} {
-		f, err := startFleet(context.Background(), bench.Job{Scenario: loadTiny(t), Policy: policy, Seed: 1}, testSpeedup, bins, broken)
+		f, err := startFleet(context.Background(), bench.Job{Scenario: scenariotest.Load(t, "testdata/tiny.yaml"), Policy: policy, Seed: 1}, testSpeedup, bins, broken)
 		if f != nil {
 			f.stop()
 		}
@@ -239,14 +231,11 @@ func TestSimArgsCarryEveryFleetKey(t *testing.T) {
 }
 
 func TestAutoSpeedup(t *testing.T) {
-	small := loadTiny(t)
+	small := scenariotest.Load(t, "testdata/tiny.yaml")
 	if k := AutoSpeedup(small); k != 1 {
 		t.Errorf("a light scenario runs at %v× real time, want real time", k)
 	}
-	heavy, err := scenario.Load("../../../bench/scenarios/mixed-gpu.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	heavy := scenariotest.Load(t, "../../../bench/scenarios/mixed-gpu.yaml")
 	k := AutoSpeedup(heavy)
 	if k >= 1 || k < slowest || k*20 != float64(int(k*20)) {
 		t.Errorf("mixed-gpu (30 req/s of ~180 tokens) runs at %v× real time", k)

@@ -9,17 +9,9 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
-
-func parse(t *testing.T, yaml string) *scenario.Scenario {
-	t.Helper()
-	s, err := scenario.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 const fleet = `
 fleet:
@@ -30,7 +22,7 @@ fleet:
 // (duration, warmup) and the workload's keys.
 func withWorkload(t *testing.T, top, workload string) *scenario.Scenario {
 	t.Helper()
-	return parse(t, "name: x\n"+top+fleet+"workload:\n"+workload)
+	return scenariotest.Parse(t, "test.yaml", "name: x\n"+top+fleet+"workload:\n"+workload)
 }
 
 // steady is the workload keys of constant arrivals with fixed lengths.
