@@ -1,10 +1,11 @@
 package bbr
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/igw-dev/igw/internal/labelbound"
 )
 
 // Metric names.
@@ -40,7 +41,7 @@ const (
 // Models seen after the bound are counted under OtherModelLabel.
 const (
 	MaxModelLabels  = 500
-	OtherModelLabel = "__other__"
+	OtherModelLabel = labelbound.Other
 )
 
 // Metrics are the router's Prometheus metrics. A nil *Metrics records nothing.
@@ -54,8 +55,7 @@ type Metrics struct {
 	listReloads *prometheus.CounterVec
 	listed      prometheus.Gauge
 
-	mu     sync.Mutex
-	models map[string]struct{}
+	models *labelbound.Set
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -91,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricModelListModels,
 			Help: "Models and adapters in the model list GET /v1/models answers with.",
 		}),
-		models: map[string]struct{}{},
+		models: labelbound.New(MaxModelLabels),
 	}
 	reg.MustRegister(m.requests, m.parse, m.bodyBytes, m.reloads, m.adapters, m.listReloads, m.listed)
 	return m
@@ -116,16 +116,7 @@ func (m *Metrics) modelLabel(model string) string {
 	if model == "" {
 		return ""
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.models[model]; ok {
-		return model
-	}
-	if len(m.models) >= MaxModelLabels {
-		return OtherModelLabel
-	}
-	m.models[model] = struct{}{}
-	return model
+	return m.models.Label(model)
 }
 
 func (m *Metrics) reloaded(err error) {

@@ -2,9 +2,10 @@ package metrics
 
 import (
 	"runtime/debug"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/igw-dev/igw/internal/labelbound"
 )
 
 // Names the Gateway API Inference Extension's endpoint picker (now the llm-d
@@ -64,7 +65,7 @@ const (
 // those are counted under OtherModelLabel.
 const (
 	MaxModelLabels  = 128
-	OtherModelLabel = "__other__"
+	OtherModelLabel = labelbound.Other
 )
 
 var (
@@ -89,8 +90,7 @@ type objectiveMetrics struct {
 	schedulerAttempts                                         *prometheus.CounterVec
 	info                                                      *prometheus.GaugeVec
 
-	mu     sync.Mutex
-	models map[string]struct{}
+	models *labelbound.Set
 }
 
 func newObjectiveMetrics() *objectiveMetrics {
@@ -98,7 +98,7 @@ func newObjectiveMetrics() *objectiveMetrics {
 	hist := func(name, help string, buckets []float64) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, model)
 	}
-	o := &objectiveMetrics{models: map[string]struct{}{}}
+	o := &objectiveMetrics{models: labelbound.New(MaxModelLabels)}
 	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: ObjectiveRequests,
 		Help: "Requests the picker decided about (routed or answered itself), by model."}, model)
 	o.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: ObjectiveRequestErrors,
@@ -136,16 +136,7 @@ func (o *objectiveMetrics) collectors() []prometheus.Collector {
 
 // label bounds a client-supplied model name (see MaxModelLabels).
 func (o *objectiveMetrics) label(model string) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.models[model]; ok {
-		return model
-	}
-	if len(o.models) >= MaxModelLabels {
-		return OtherModelLabel
-	}
-	o.models[model] = struct{}{}
-	return model
+	return o.models.Label(model)
 }
 
 func buildInfo() (commit, ref string) {
