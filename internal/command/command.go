@@ -101,6 +101,25 @@ func Parse(fs *pflag.FlagSet, args []string) error {
 	return err
 }
 
+// Options are a command's options: flags, then completion and validation.
+type Options interface {
+	AddFlags(*pflag.FlagSet)
+	Complete()
+	Validate() error
+}
+
+// ParseOptions parses args into o's flags, then completes and validates o:
+// what a command line does to the options, without the process (for tests).
+func ParseOptions(name string, o Options, args []string) error {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Complete()
+	return o.Validate()
+}
+
 // Main runs the process's own command line until SIGINT or SIGTERM and exits
 // with Run's code.
 func Main(c Command) {

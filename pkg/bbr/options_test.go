@@ -5,23 +5,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/igw-dev/igw/internal/command"
 )
 
-func parse(t *testing.T, args ...string) (*Options, error) {
-	t.Helper()
+func parse(args ...string) (*Options, error) {
 	o := NewOptions()
-	fs := pflag.NewFlagSet("bbr", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	o.Complete()
-	return o, o.Validate()
+	return o, command.ParseOptions("bbr", o, args)
 }
 
 func TestOptionDefaults(t *testing.T) {
-	o, err := parse(t)
+	o, err := parse()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +25,7 @@ func TestOptionDefaults(t *testing.T) {
 }
 
 func TestOptionFlags(t *testing.T) {
-	o, err := parse(t, "--grpc-port=1", "--health-port=2", "--metrics-port=3", "--models-port=4", "--max-request-body-bytes=1024",
+	o, err := parse("--grpc-port=1", "--health-port=2", "--metrics-port=3", "--models-port=4", "--max-request-body-bytes=1024",
 		"--default-model=llama", "--adapter-mapping-file=/etc/bbr/adapters.yaml", "--model-list-file=/etc/bbr/models.yaml",
 		"--adapter-mapping-poll-interval=2s", "--body-mode=FULL_DUPLEX_STREAMED")
 	if err != nil {
@@ -44,7 +37,7 @@ func TestOptionFlags(t *testing.T) {
 	if *o != want {
 		t.Fatalf("parsed %+v\nwant   %+v", *o, want)
 	}
-	if o, err := parse(t, "--body-mode", "Buffered"); err != nil || o.BodyMode != "buffered" {
+	if o, err := parse("--body-mode", "Buffered"); err != nil || o.BodyMode != "buffered" {
 		t.Fatalf("%+v %v", o, err)
 	}
 }
@@ -63,13 +56,13 @@ func TestOptionValidation(t *testing.T) {
 		{[]string{"--adapter-mapping-poll-interval=0s"}, "--adapter-mapping-poll-interval must be positive"},
 		{[]string{"--default-model=a\tb"}, "--default-model"},
 	} {
-		_, err := parse(t, tc.args...)
+		_, err := parse(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
 	}
 	// Port 0 (any free port) may repeat: tests and in-process use rely on it.
-	if _, err := parse(t, "--grpc-port=0", "--health-port=0", "--metrics-port=0", "--models-port=0"); err != nil {
+	if _, err := parse("--grpc-port=0", "--health-port=0", "--metrics-port=0", "--models-port=0"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,24 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/igw-dev/igw/internal/command"
 )
 
-func parse(t *testing.T, args ...string) (*Options, error) {
-	t.Helper()
+func parse(args ...string) (*Options, error) {
 	o := New()
-	fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	o.Complete()
-	return o, o.Validate()
+	return o, command.ParseOptions("epp", o, args)
 }
 
 func TestDefaultsAndValidation(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "models")
-	o, err := parse(t, "--pool-name", "llama")
+	o, err := parse("--pool-name", "llama")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +34,7 @@ func TestDefaultsAndValidation(t *testing.T) {
 		"models":       {"--pool-name", "a", "--models-interval", "-1s"},
 		"models read":  {"--pool-name", "a", "--models-timeout", "0s"},
 	} {
-		if _, err := parse(t, args...); err == nil {
+		if _, err := parse(args...); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -50,7 +43,7 @@ func TestDefaultsAndValidation(t *testing.T) {
 // TestModelsIntervalZeroTurnsReadsOff: 0 is a valid interval (no model list
 // reads), and then the read timeout does not matter.
 func TestModelsIntervalZeroTurnsReadsOff(t *testing.T) {
-	o, err := parse(t, "--pool-name", "a", "--models-interval", "0", "--models-timeout", "0s")
+	o, err := parse("--pool-name", "a", "--models-interval", "0", "--models-timeout", "0s")
 	if err != nil || o.ModelsInterval != 0 {
 		t.Fatalf("interval %v, err %v", o.ModelsInterval, err)
 	}
@@ -61,7 +54,7 @@ func TestModelsIntervalZeroTurnsReadsOff(t *testing.T) {
 // refuse (or that would let two leaders overlap) fail here, by flag name.
 func TestLeaderElection(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "models")
-	o, err := parse(t, "--pool-name", "llama", "--leader-elect")
+	o, err := parse("--pool-name", "llama", "--leader-elect")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,15 +63,15 @@ func TestLeaderElection(t *testing.T) {
 		o.LeaseDuration != 15*time.Second || o.RenewDeadline != 10*time.Second || o.RetryPeriod != 2*time.Second {
 		t.Fatalf("defaults %+v", o)
 	}
-	if other, _ := parse(t, "--pool-name", "llama", "--leader-elect"); other.Identity == o.Identity {
+	if other, _ := parse("--pool-name", "llama", "--leader-elect"); other.Identity == o.Identity {
 		t.Fatalf("two processes got the same identity %q", o.Identity)
 	}
-	o, err = parse(t, "--pool-name", "llama", "--pool-namespace", "a", "--leader-elect", "--leader-elect-lease-name", "l",
+	o, err = parse("--pool-name", "llama", "--pool-namespace", "a", "--leader-elect", "--leader-elect-lease-name", "l",
 		"--leader-elect-lease-namespace", "b", "--leader-elect-identity", "pod-0")
 	if err != nil || o.LeaseName != "l" || o.LeaseNamespace != "b" || o.Identity != "pod-0" {
 		t.Fatalf("overrides %+v, %v", o, err)
 	}
-	if o, err := parse(t, "--pool-name", "llama"); err != nil || o.LeaseName != "" || o.Identity != "" {
+	if o, err := parse("--pool-name", "llama"); err != nil || o.LeaseName != "" || o.Identity != "" {
 		t.Fatalf("without --leader-elect: %+v, %v", o, err)
 	}
 
@@ -92,13 +85,13 @@ func TestLeaderElection(t *testing.T) {
 		"retry too long":   {[]string{"--pool-name", "a", "--leader-elect-retry-period", "9s"}, "--leader-elect-retry-period (9s)"},
 		"no retry":         {[]string{"--pool-name", "a", "--leader-elect-retry-period", "0s"}, "--leader-elect-retry-period (0s)"},
 	} {
-		_, err := parse(t, append(c.args, "--leader-elect")...)
+		_, err := parse(append(c.args, "--leader-elect")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want it to contain %q", name, err, c.want)
 		}
 	}
 	// The same timings are fine without --leader-elect, which ignores them.
-	if _, err := parse(t, "--pool-name", "a", "--leader-elect-retry-period", "0s"); err != nil {
+	if _, err := parse("--pool-name", "a", "--leader-elect-retry-period", "0s"); err != nil {
 		t.Fatalf("timings checked without --leader-elect: %v", err)
 	}
 }
