@@ -28,17 +28,14 @@ func (PromptTokenizer) AppendPromptTokens(dst []uint32, body []byte, text string
 		return dst, err
 	}
 	if len(probe.Messages) > 0 {
-		req, err := parseChat(body)
-		if err != nil {
-			return dst, err
-		}
-		rendered, err := req.promptText()
-		if err != nil {
-			return dst, err
-		}
-		return tokenizer.AppendTokens(dst, rendered), nil
+		return appendPrompt(dst, body, parseChat)
 	}
-	req, err := parseCompletion(body)
+	return appendPrompt(dst, body, parseCompletion)
+}
+
+// appendPrompt appends the prompt of the request body parse reads.
+func appendPrompt[R promptRequest](dst []uint32, body []byte, parse func([]byte) (R, error)) ([]uint32, error) {
+	req, err := parse(body)
 	if err != nil {
 		return dst, err
 	}

@@ -70,6 +70,15 @@ type samplingFields struct {
 	IgnoreEOS bool `json:"ignore_eos"`
 }
 
+// promptRequest is a parsed completion, chat or Responses request: its
+// sampling fields, and its prompt, read on demand (after the model is known).
+type promptRequest interface {
+	sampling() *samplingFields
+	promptTokens() ([]uint32, error)
+}
+
+func (f *samplingFields) sampling() *samplingFields { return f }
+
 type completionRequest struct {
 	samplingFields
 	Prompt json.RawMessage `json:"prompt"`

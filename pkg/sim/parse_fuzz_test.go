@@ -14,49 +14,35 @@ import (
 // fuzzRequest holds a request parser to this: every body is either refused
 // with a client error (by the parser, or when its prompt is read) or yields a
 // usable generation length.
-func fuzzRequest(f *testing.F, chat bool, seeds []string, parse func(body []byte) (*samplingFields, func() ([]uint32, error), error)) {
+func fuzzRequest[R promptRequest](f *testing.F, chat bool, seeds []string, parse func(body []byte) (R, error)) {
 	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		fields, promptTokens, err := parse([]byte(body))
+		req, err := parse([]byte(body))
 		var prompt []uint32
 		if err == nil {
-			prompt, err = promptTokens()
+			prompt, err = req.promptTokens()
 		}
 		if err != nil {
 			requireClientError(t, err)
 			return
 		}
-		checkOutputLength(t, fields, prompt, chat)
+		checkOutputLength(t, req.sampling(), prompt, chat)
 	})
 }
 
 func FuzzCompletionRequest(f *testing.F) {
 	fuzzRequest(f, false, []string{`{"prompt":"hi","max_tokens":3}`, `{"prompt":[1,2,3]}`, `{"prompt":["a"]}`,
 		`{"prompt":[[5,6]],"ignore_eos":true,"min_tokens":2}`, `{"prompt":["a","b"]}`, `{"prompt":null}`, `{`, `[]`,
-		`{"prompt":"x","max_tokens":-1}`, `{"prompt":"x","n":1,"stream":true,"stream_options":{"include_usage":true}}`},
-		func(body []byte) (*samplingFields, func() ([]uint32, error), error) {
-			req, err := parseCompletion(body)
-			if err != nil {
-				return nil, nil, err
-			}
-			return &req.samplingFields, req.promptTokens, nil
-		})
+		`{"prompt":"x","max_tokens":-1}`, `{"prompt":"x","n":1,"stream":true,"stream_options":{"include_usage":true}}`}, parseCompletion)
 }
 
 func FuzzChatRequest(f *testing.F) {
 	fuzzRequest(f, true, []string{`{"messages":[{"role":"user","content":"hi"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_completion_tokens":2}`,
 		`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, `{"messages":[{"content":"x"}]}`,
-		`{"messages":[{"role":"system","content":null}],"max_tokens":1}`, `{"messages":"hi"}`},
-		func(body []byte) (*samplingFields, func() ([]uint32, error), error) {
-			req, err := parseChat(body)
-			if err != nil {
-				return nil, nil, err
-			}
-			return &req.samplingFields, req.promptTokens, nil
-		})
+		`{"messages":[{"role":"system","content":null}],"max_tokens":1}`, `{"messages":"hi"}`}, parseChat)
 }
 
 func checkOutputLength(t *testing.T, f *samplingFields, prompt []uint32, chat bool) {
@@ -193,14 +179,7 @@ func FuzzParseTokenIDs(f *testing.F) {
 func FuzzResponsesRequest(f *testing.F) {
 	fuzzRequest(f, true, []string{`{"input":"hi","max_output_tokens":3}`, `{"input":"hi","instructions":"Be brief."}`,
 		`{"input":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"output_text","text":"b"}]}]}`,
-		`{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`, `{"input":[]}`, `{"input":null}`, `{"input":3}`, `{`},
-		func(body []byte) (*samplingFields, func() ([]uint32, error), error) {
-			req, err := parseResponses(body)
-			if err != nil {
-				return nil, nil, err
-			}
-			return &req.samplingFields, req.promptTokens, nil
-		})
+		`{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`, `{"input":[]}`, `{"input":null}`, `{"input":3}`, `{`}, parseResponses)
 }
 
 // FuzzEmbeddingInputs: every input is refused with a client error or read as

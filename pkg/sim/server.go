@@ -206,7 +206,7 @@ func (s *Server) completionGeneration(body []byte) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.newGeneration(&req.samplingFields, req.promptTokens, false)
+	return s.newGeneration(req, false)
 }
 
 func (s *Server) chatGeneration(body []byte) (*generation, error) {
@@ -214,7 +214,7 @@ func (s *Server) chatGeneration(body []byte) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.newGeneration(&req.samplingFields, req.promptTokens, true)
+	return s.newGeneration(req, true)
 }
 
 func (s *Server) responsesGeneration(body []byte) (*generation, error) {
@@ -222,7 +222,7 @@ func (s *Server) responsesGeneration(body []byte) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	gen, err := s.newGeneration(&req.samplingFields, req.promptTokens, true)
+	gen, err := s.newGeneration(req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +231,10 @@ func (s *Server) responsesGeneration(body []byte) (*generation, error) {
 	return gen, nil
 }
 
-// newGeneration resolves the model f names, then reads the prompt: an unknown
-// model is reported before a bad prompt.
-func (s *Server) newGeneration(f *samplingFields, promptTokens func() ([]uint32, error), chat bool) (*generation, error) {
+// newGeneration resolves the model req names, then reads the prompt: an
+// unknown model is reported before a bad prompt.
+func (s *Server) newGeneration(req promptRequest, chat bool) (*generation, error) {
+	f := req.sampling()
 	adapter, err := s.resolveModel(f.Model)
 	if err != nil {
 		return nil, err
@@ -241,7 +242,7 @@ func (s *Server) newGeneration(f *samplingFields, promptTokens func() ([]uint32,
 	if s.embeddingDim > 0 {
 		return nil, badRequest("model", "The model `%s` is an embedding model: it serves /v1/embeddings only.", s.opts.Model)
 	}
-	prompt, err := promptTokens()
+	prompt, err := req.promptTokens()
 	if err != nil {
 		return nil, err
 	}
