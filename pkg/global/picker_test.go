@@ -11,11 +11,13 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/health"
+	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
-var t0 = time.Unix(1_700_000_000, 0)
+// t0 is the member tests' decision time, so that their members fit in.
+var t0 = membertest.Now
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 

@@ -57,16 +57,7 @@ func TestCapacityPrintsTheContractJSON(t *testing.T) {
 // and adds its load sweep (table and plot).
 func TestGridLeadsWithCapacity(t *testing.T) {
 	dir := t.TempDir()
-	scenarios := filepath.Join(dir, "scenarios")
-	if err := os.MkdirAll(scenarios, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"trace.yaml", "trace.jsonl"} {
-		data, _ := os.ReadFile(filepath.Join("../../../bench/testdata", f))
-		if err := os.WriteFile(filepath.Join(scenarios, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scenarios := scenarioDir(t, dir, "trace.yaml", "trace.jsonl")
 	out := filepath.Join(dir, "out")
 	_, stderr, code := runCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "least-request,igw,oracle",
 		"--capacity", "--out", out)

@@ -114,16 +114,29 @@ func TestShortenScalesWarmup(t *testing.T) {
 	}
 }
 
-func TestGridWritesThePage(t *testing.T) {
-	dir := t.TempDir()
+// scenarioDir makes dir/scenarios holding copies of the named files of
+// bench/testdata, and returns its path.
+func scenarioDir(t *testing.T, dir string, names ...string) string {
+	t.Helper()
 	scenarios := filepath.Join(dir, "scenarios")
 	if err := os.MkdirAll(scenarios, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := os.ReadFile(small)
-	if err := os.WriteFile(filepath.Join(scenarios, "small.yaml"), data, 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(small), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(scenarios, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return scenarios
+}
+
+func TestGridWritesThePage(t *testing.T) {
+	dir := t.TempDir()
+	scenarios := scenarioDir(t, dir, "small.yaml")
 	out := filepath.Join(dir, "out")
 	stdout, stderr, code := runCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "round-robin,least-request,igw,oracle",
 		"--duration", "8s", "--out", out)

@@ -8,16 +8,23 @@ import (
 	"time"
 )
 
-func TestReadMooncake(t *testing.T) {
-	f, err := os.Open("testdata/mini.jsonl")
+// readTestdata reads testdata/name as a trace of format.
+func readTestdata(t *testing.T, name, format string) []TraceRecord {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	recs, err := ReadTrace(f, "mini.jsonl", TraceMooncake)
+	recs, err := ReadTrace(f, name, format)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return recs
+}
+
+func TestReadMooncake(t *testing.T) {
+	recs := readTestdata(t, "mini.jsonl", TraceMooncake)
 	if len(recs) != 4 {
 		t.Fatalf("%d records, want 4 (the blank line skipped)", len(recs))
 	}
@@ -28,15 +35,7 @@ func TestReadMooncake(t *testing.T) {
 }
 
 func TestReadAzure(t *testing.T) {
-	f, err := os.Open("testdata/mini.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := ReadTrace(f, "mini.csv", TraceAzure)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readTestdata(t, "mini.csv", TraceAzure)
 	if len(recs) != 3 || recs[1].At != 500*time.Millisecond || recs[2].At != 2020040*time.Microsecond || recs[0].InputTokens != 1000 || recs[2].OutputTokens != 27 {
 		t.Fatalf("records: %+v", recs)
 	}
