@@ -12,12 +12,13 @@ import (
 // missing or invalid keeps the mapping in use and is logged and counted.
 // metrics may be nil.
 func NewAdapterMappingFile(path string, interval time.Duration, r *Router, metrics *Metrics, log *slog.Logger) *filewatch.File {
+	fm := metrics.adapterMapping()
 	return &filewatch.File{
 		Path: path, Interval: interval, What: "adapter mapping", Log: log,
 		Apply: filewatch.Parsed(ParseAdapterMapping, func(adapters map[string]string) {
 			r.SetAdapters(adapters)
-			metrics.adaptersInUse(len(adapters))
+			fm.holds(len(adapters))
 		}),
-		OnLoad: func(err error, _ time.Time) { metrics.reloaded(err) },
+		OnLoad: func(err error, _ time.Time) { fm.loaded(err) },
 	}
 }

@@ -49,11 +49,8 @@ type Metrics struct {
 	requests  *prometheus.CounterVec
 	parse     prometheus.Histogram
 	bodyBytes prometheus.Histogram
-	reloads   *prometheus.CounterVec
-	adapters  prometheus.Gauge
-	// The model list file's loads and size.
-	listReloads *prometheus.CounterVec
-	listed      prometheus.Gauge
+	// The adapter mapping file's and the model list file's loads and sizes.
+	adapterFile, modelListFile fileMetrics
 
 	models *labelbound.Set
 }
@@ -75,26 +72,58 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Size of the request bodies scanned.",
 			Buckets: prometheus.ExponentialBuckets(256, 4, 12), // 256 B to 1 GiB
 		}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricAdapterReloads,
-			Help: "Adapter mapping file loads, by result.",
-		}, []string{"result"}),
-		adapters: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricAdapters,
-			Help: "LoRA adapters in the mapping in use.",
-		}),
-		listReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricModelListReloads,
-			Help: "Model list file loads, by result.",
-		}, []string{"result"}),
-		listed: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricModelListModels,
-			Help: "Models and adapters in the model list GET /v1/models answers with.",
-		}),
+		adapterFile: newFileMetrics(MetricAdapterReloads, "Adapter mapping file loads, by result.",
+			MetricAdapters, "LoRA adapters in the mapping in use."),
+		modelListFile: newFileMetrics(MetricModelListReloads, "Model list file loads, by result.",
+			MetricModelListModels, "Models and adapters in the model list GET /v1/models answers with."),
 		models: labelbound.New(MaxModelLabels),
 	}
-	reg.MustRegister(m.requests, m.parse, m.bodyBytes, m.reloads, m.adapters, m.listReloads, m.listed)
+	reg.MustRegister(m.requests, m.parse, m.bodyBytes, m.adapterFile.loads, m.adapterFile.entries,
+		m.modelListFile.loads, m.modelListFile.entries)
 	return m
+}
+
+// fileMetrics count a watched file's loads, by result, and the entries of
+// the one in use.
+type fileMetrics struct {
+	loads   *prometheus.CounterVec
+	entries prometheus.Gauge
+}
+
+func newFileMetrics(loadsName, loadsHelp, entriesName, entriesHelp string) fileMetrics {
+	return fileMetrics{
+		loads:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: loadsName, Help: loadsHelp}, []string{"result"}),
+		entries: prometheus.NewGauge(prometheus.GaugeOpts{Name: entriesName, Help: entriesHelp}),
+	}
+}
+
+// adapterMapping and modelList are the files' metrics; nil when m is.
+func (m *Metrics) adapterMapping() *fileMetrics {
+	if m == nil {
+		return nil
+	}
+	return &m.adapterFile
+}
+
+func (m *Metrics) modelList() *fileMetrics {
+	if m == nil {
+		return nil
+	}
+	return &m.modelListFile
+}
+
+// loaded counts one load of the file.
+func (f *fileMetrics) loaded(err error) {
+	if f != nil {
+		f.loads.WithLabelValues(reloadResult(err)).Inc()
+	}
+}
+
+// holds records the entries of the file in use.
+func (f *fileMetrics) holds(n int) {
+	if f != nil {
+		f.entries.Set(float64(n))
+	}
 }
 
 // request counts one request's outcome.
@@ -119,33 +148,9 @@ func (m *Metrics) modelLabel(model string) string {
 	return m.models.Label(model)
 }
 
-func (m *Metrics) reloaded(err error) {
-	if m != nil {
-		m.reloads.WithLabelValues(reloadResult(err)).Inc()
-	}
-}
-
-func (m *Metrics) modelListReloaded(err error) {
-	if m != nil {
-		m.listReloads.WithLabelValues(reloadResult(err)).Inc()
-	}
-}
-
 func reloadResult(err error) string {
 	if err != nil {
 		return ReloadFailed
 	}
 	return ReloadApplied
-}
-
-func (m *Metrics) adaptersInUse(n int) {
-	if m != nil {
-		m.adapters.Set(float64(n))
-	}
-}
-
-func (m *Metrics) modelsListed(n int) {
-	if m != nil {
-		m.listed.Set(float64(n))
-	}
 }

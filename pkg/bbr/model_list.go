@@ -17,12 +17,13 @@ const ModelListFileName = openaimodels.FileName
 // A file that is missing or invalid keeps the list in use and is logged and
 // counted. metrics may be nil.
 func NewModelListFile(path string, interval time.Duration, list *openaimodels.Catalog, metrics *Metrics, log *slog.Logger) *filewatch.File {
+	fm := metrics.modelList()
 	return &filewatch.File{
 		Path: path, Interval: interval, What: "model list", Log: log,
 		Apply: filewatch.Parsed(openaimodels.ParseFile, func(entries []openaimodels.Entry) {
 			list.Set(entries)
-			metrics.modelsListed(len(entries))
+			fm.holds(len(entries))
 		}),
-		OnLoad: func(err error, _ time.Time) { metrics.modelListReloaded(err) },
+		OnLoad: func(err error, _ time.Time) { fm.loaded(err) },
 	}
 }
