@@ -27,6 +27,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/render"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
 
@@ -79,13 +80,14 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 				RequestTimeout: &metav1.Duration{Duration: time.Minute}}})).To(Succeed())
 
 		By("starting a simulator on each Pod's loopback IP")
-		llamaOpts := simproc.Options{GPU: "H100", Model: llamaModel, ServedModelName: llamaModel + "," + llamaAlias}
+		llamaOpts := simproc.Options{Config: sim.Config{GPU: "H100", Model: llamaModel}, ServedModelName: llamaModel + "," + llamaAlias}
 		llama = []*simulator{
 			startSimulator(ns, "llama-0", map[string]string{"app": "llama"}, "127.0.0.11", port, llamaOpts),
 			startSimulator(ns, "llama-1", map[string]string{"app": "llama"}, "127.0.0.12", port, llamaOpts),
 		}
 		qwenOpts := func(adapter string) simproc.Options {
-			return simproc.Options{GPU: "H100", Model: qwenModel, MaxLoras: 1, LoRAModules: []string{adapter + "=/adapters/" + adapter}}
+			return simproc.Options{Config: sim.Config{GPU: "H100", Model: qwenModel, MaxLoras: 1},
+				LoRAModules: []string{adapter + "=/adapters/" + adapter}}
 		}
 		qwen = []*simulator{
 			startSimulator(ns, "qwen-0", map[string]string{"app": "qwen"}, "127.0.0.21", port, qwenOpts(sqlAdapter)),

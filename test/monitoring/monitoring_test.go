@@ -43,6 +43,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/runner"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/manager"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
 
@@ -249,7 +250,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	logger := log()
 
 	// The endpoint picker over a simulated model server, with traffic.
-	sim := simproc.Start(t, simproc.Options{GPU: "A10G", Model: "llama-3.1-8b", ServedModelName: "m"})
+	sim := simproc.Start(t, simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b"}, ServedModelName: "m"})
 	dir := t.TempDir()
 	eps := filepath.Join(dir, "endpoints.yaml")
 	if err := os.WriteFile(eps, []byte(fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n", sim.Port)), 0o644); err != nil {

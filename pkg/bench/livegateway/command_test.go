@@ -11,6 +11,7 @@ import (
 
 	"github.com/igw-dev/igw/internal/proc"
 	"github.com/igw-dev/igw/pkg/bench/policies"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -22,7 +23,7 @@ func TestBenchGatewayRunsBaselines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sims := simproc.StartN(t, 2, simproc.Options{GPU: "A10G", Model: "llama-3.1-8b", ServedModelName: "m"})
+	sims := simproc.StartN(t, 2, simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b"}, ServedModelName: "m"})
 	var eps strings.Builder
 	for _, s := range sims {
 		fmt.Fprintf(&eps, "- {address: 127.0.0.1, port: %d}\n", s.Port)

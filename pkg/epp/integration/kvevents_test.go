@@ -43,8 +43,8 @@ func TestPreciseScorerFollowsKVEvents(t *testing.T) {
 		kvEventsPort, kvReplayPort)
 	// 8192 tokens of KV cache (512 blocks): the prompts below (about 1600
 	// tokens each, 16 per pod) overflow it, so blocks are evicted.
-	opts := simproc.Options{GPU: "H100", Model: "llama-3.1-8b", Speedup: 10, ServedModelName: "m", KVCacheTokens: 8192,
-		Extra: []string{"--kv-events-config", events, "--enable-prompt-tokens-details"}}
+	opts := simproc.Options{Config: sim.Config{GPU: "H100", Model: "llama-3.1-8b", KVCacheTokens: 8192},
+		Speedup: 10, ServedModelName: "m", Extra: []string{"--kv-events-config", events, "--enable-prompt-tokens-details"}}
 	a, b := opts, opts
 	a.Host, b.Host = "127.0.75.1", "127.0.75.2"
 	a.Extra = append(append([]string{}, a.Extra...), "--kv-events-drop", "4") // one lost message

@@ -8,6 +8,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
@@ -19,7 +20,7 @@ import (
 // to the idle A10G once the H100 is queued so deep that the slow GPU answers
 // first.
 func TestPredictedLatencyPrefersFirstAnswer(t *testing.T) {
-	base := simproc.Options{Model: "llama-3.1-8b", Speedup: 10, MaxNumSeqs: 2, ServedModelName: "m"}
+	base := simproc.Options{Config: sim.Config{Model: "llama-3.1-8b", MaxNumSeqs: 2}, Speedup: 10, ServedModelName: "m"}
 	h100Opts, a10gOpts := base, base
 	h100Opts.GPU, a10gOpts.GPU = "H100", "A10G"
 	h100, a10g := simproc.Start(t, h100Opts), simproc.Start(t, a10gOpts)

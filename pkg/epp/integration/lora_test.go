@@ -8,6 +8,7 @@ import (
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
 
@@ -15,8 +16,8 @@ import (
 // one simulator goes there; a request for another adapter avoids it while its
 // only slot is taken.
 func TestLoRAAffinityPrefersResidentAdapter(t *testing.T) {
-	opts := simproc.Options{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 1, ServedModelName: "m",
-		LoRAModules: []string{"sql=/adapters/sql", "chat=/adapters/chat"}}
+	opts := simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 1},
+		ServedModelName: "m", LoRAModules: []string{"sql=/adapters/sql", "chat=/adapters/chat"}}
 	withSQL, other := simproc.Start(t, opts), simproc.Start(t, opts)
 	d, s := pickerOver(t, "scorers: [{plugin: lora-affinity, weight: 1}, {plugin: queue, weight: 0.01}]", withSQL, other)
 	ctx, cancel := context.WithCancel(context.Background())

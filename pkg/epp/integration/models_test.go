@@ -10,6 +10,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
 
@@ -23,8 +24,8 @@ import (
 // the pods without it.
 func TestAdapterRegisteredOnOnePodReachesIt(t *testing.T) {
 	const burst = 12
-	opts := simproc.Options{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 2, ServedModelName: "m",
-		LoRAModules: []string{"chat=/adapters/chat"}}
+	opts := simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 2},
+		ServedModelName: "m", LoRAModules: []string{"chat=/adapters/chat"}}
 	withSQL := opts
 	withSQL.LoRAModules = []string{"sql=/adapters/sql"}
 	has, lacks1, lacks2 := simproc.Start(t, withSQL), simproc.Start(t, opts), simproc.Start(t, opts)

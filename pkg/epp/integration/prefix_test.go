@@ -3,6 +3,7 @@ package integration
 import (
 	"testing"
 
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
@@ -13,8 +14,8 @@ import (
 // cached. Counter-cases: a prompt with a different system prompt, or one that
 // shares less than minMatchTokens, gets no prefix score anywhere.
 func TestPrefixCacheScorerPrefersCachedPrefix(t *testing.T) {
-	opts := simproc.Options{GPU: "H100", Model: "llama-3.1-8b", Speedup: 10, ServedModelName: "m",
-		Extra: []string{"--enable-prompt-tokens-details"}}
+	opts := simproc.Options{Config: sim.Config{GPU: "H100", Model: "llama-3.1-8b"},
+		Speedup: 10, ServedModelName: "m", Extra: []string{"--enable-prompt-tokens-details"}}
 	a, b := simproc.Start(t, opts), simproc.Start(t, opts)
 	d, s := pickerOver(t, `
 plugins:

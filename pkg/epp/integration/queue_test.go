@@ -16,6 +16,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
+	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/sim/simproc"
 )
 
@@ -69,7 +70,7 @@ func loadModel(ctx context.Context, p *simproc.Proc, model string, n int) {
 // TestQueueScorerPrefersShorterQueue: the queue scorer avoids the simulator
 // whose queue is full; with equal (empty) queues it spreads the picks.
 func TestQueueScorerPrefersShorterQueue(t *testing.T) {
-	opts := simproc.Options{GPU: "A10G", Model: "llama-3.1-8b", MaxNumSeqs: 2, ServedModelName: "m"}
+	opts := simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b", MaxNumSeqs: 2}, ServedModelName: "m"}
 	busy, idle := simproc.Start(t, opts), simproc.Start(t, opts)
 	d, s := pickerOver(t, "scorers: [{plugin: queue, weight: 1}]", busy, idle)
 

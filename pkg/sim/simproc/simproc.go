@@ -2,16 +2,16 @@
 // tests: the binary is built once per test binary, each process listens on a
 // free loopback port, and every process is stopped when its test ends.
 //
-//	pods := simproc.StartN(t, 3, simproc.Options{GPU: "H100", Model: "llama-3.1-8b", Speedup: 10})
+//	pods := simproc.StartN(t, 3, simproc.Options{Config: sim.Config{GPU: "H100", Model: "llama-3.1-8b"}, Speedup: 10})
 //	resp, _ := http.Get(pods[0].URL + "/metrics")
 package simproc
 
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/igw-dev/igw/internal/proc"
+	"github.com/igw-dev/igw/pkg/sim"
 )
 
 // TB is the part of testing.TB the helpers need; Ginkgo's GinkgoT() satisfies it too.
@@ -30,18 +30,10 @@ type Options struct {
 	// Port to listen on (default 0: a free port).
 	Port int
 
-	GPU                 string
-	Model               string
-	TensorParallel      int
-	MaxNumSeqs          int
-	MaxNumBatchedTokens int
-	// KVCacheTokens is the KV cache size in tokens; 0 is auto.
-	KVCacheTokens int
-	MaxLoras      int
-	LoRALoadTime  time.Duration
-	SpeedJitter   float64
-	// Seed of the jitter; StartN gives process i Seed+i.
-	Seed uint64
+	// Config is the engine (--gpu ... --seed); zero fields are the
+	// simulator's defaults, but for Seed, which StartN gives process i as
+	// Seed+i.
+	sim.Config
 	// Speedup runs the simulator this many times faster than real time.
 	Speedup float64
 	// Engine is "vllm" (default) or "sglang" metric names.

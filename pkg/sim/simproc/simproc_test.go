@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/igw-dev/igw/pkg/sim"
 )
 
 func TestStartNServesAndStops(t *testing.T) {
-	procs := StartN(t, 2, Options{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 1, Speedup: 20,
-		LoRAModules: []string{"sql=/adapters/sql"}, Engine: "sglang"})
+	procs := StartN(t, 2, Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b", MaxLoras: 1},
+		Speedup: 20, LoRAModules: []string{"sql=/adapters/sql"}, Engine: "sglang"})
 	if procs[0].Port == procs[1].Port || procs[0].Port == 0 {
 		t.Fatalf("ports %d and %d", procs[0].Port, procs[1].Port)
 	}
