@@ -100,14 +100,21 @@ func TestAdapterMappingFileKeepsTheLastGoodMapping(t *testing.T) {
 	if err := f.Load(); err != nil || base() != "llama-70b" {
 		t.Fatalf("reload: %v, base %q", err, base())
 	}
-	if got := counter(t, reg, MetricAdapterReloads, map[string]string{"result": ReloadApplied}); got != 2 {
-		t.Errorf("%v applied reloads counted, want 2", got)
-	}
-	if got := counter(t, reg, MetricAdapterReloads, map[string]string{"result": ReloadFailed}); got != 3 {
-		t.Errorf("%v failed reloads counted, want 3 (missing, invalid, empty)", got)
-	}
+	checkLoads(t, reg, MetricAdapterReloads, 2, 3, "missing, invalid, empty")
 	if st := f.Status(); !st.Loaded || st.Error != "" {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// checkLoads checks a watched file's load counter: applied and failed loads,
+// failures naming what failed.
+func checkLoads(t *testing.T, reg *prometheus.Registry, metric string, applied, failed float64, failures string) {
+	t.Helper()
+	if got := counter(t, reg, metric, map[string]string{"result": ReloadApplied}); got != applied {
+		t.Errorf("%s: %v applied loads counted, want %v", metric, got, applied)
+	}
+	if got := counter(t, reg, metric, map[string]string{"result": ReloadFailed}); got != failed {
+		t.Errorf("%s: %v failed loads counted, want %v (%s)", metric, got, failed, failures)
 	}
 }
 

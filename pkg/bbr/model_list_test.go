@@ -105,12 +105,7 @@ func TestModelListFileKeepsTheLastGoodList(t *testing.T) {
 	if got := serveList(t, &list); !slices.Equal(got, []string{"llama", "qwen3-32b", "sql-lora<qwen3-32b"}) {
 		t.Fatalf("after a good file: %v", got)
 	}
-	if got := counter(t, reg, MetricModelListReloads, map[string]string{"result": ReloadApplied}); got != 2 {
-		t.Errorf("%v applied reloads counted, want 2", got)
-	}
-	if got := counter(t, reg, MetricModelListReloads, map[string]string{"result": ReloadFailed}); got != 4 {
-		t.Errorf("%v failed reloads counted, want 4 (missing, duplicate, empty, broken)", got)
-	}
+	checkLoads(t, reg, MetricModelListReloads, 2, 4, "missing, duplicate, empty, broken")
 	if got := counter(t, reg, MetricAdapterReloads, map[string]string{"result": ReloadFailed}); got != 0 {
 		t.Errorf("model list loads counted as adapter mapping loads (%v)", got)
 	}
