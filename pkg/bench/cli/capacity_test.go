@@ -12,11 +12,8 @@ import (
 // and seed, and the medians.
 func TestCapacityPrintsTheContractJSON(t *testing.T) {
 	dir := t.TempDir()
-	stdout, stderr, code := runCLI(t, "capacity", "--scenario", small, "--format", "json", "--policies", "igw,oracle",
+	stdout := mustRunCLI(t, "capacity", "--scenario", small, "--format", "json", "--policies", "igw,oracle",
 		"--seeds", "2", "--duration", "10s", "--out", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var rep struct {
 		Scenario string             `json:"scenario"`
 		SLO      map[string]float64 `json:"slo"`
@@ -47,7 +44,7 @@ func TestCapacityPrintsTheContractJSON(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "capacity-small.json")); err != nil {
 		t.Errorf("--out: %v", err)
 	}
-	stdout, _, code = runCLI(t, "capacity", "--scenario", small, "--policies", "least-request,igw,oracle", "--duration", "10s")
+	stdout, _, code := runCLI(t, "capacity", "--scenario", small, "--policies", "least-request,igw,oracle", "--duration", "10s")
 	if code != 0 || !strings.Contains(stdout, "vs best peer") || !strings.Contains(stdout, "least-request (best peer)") {
 		t.Errorf("table: exit %d\n%s", code, stdout)
 	}
@@ -59,11 +56,8 @@ func TestGridLeadsWithCapacity(t *testing.T) {
 	dir := t.TempDir()
 	scenarios := scenarioDir(t, dir, "trace.yaml", "trace.jsonl")
 	out := filepath.Join(dir, "out")
-	_, stderr, code := runCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "least-request,igw,oracle",
+	mustRunCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "least-request,igw,oracle",
 		"--capacity", "--out", out)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	data, err := os.ReadFile(filepath.Join(out, "README.md"))
 	if err != nil {
 		t.Fatal(err)

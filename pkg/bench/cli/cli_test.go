@@ -21,13 +21,20 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errs.String(), code
 }
 
-func TestRunPrintsOneContractJSONObject(t *testing.T) {
-	dir := t.TempDir()
-	stdout, stderr, code := runCLI(t, "run", "--scenario", small, "--format", "json", "--policies", "round-robin,oracle",
-		"--seeds", "2", "--duration", "10s", "--out", dir)
+// mustRunCLI runs args, fails t unless they exit 0, and returns stdout.
+func mustRunCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := runCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	return stdout
+}
+
+func TestRunPrintsOneContractJSONObject(t *testing.T) {
+	dir := t.TempDir()
+	stdout := mustRunCLI(t, "run", "--scenario", small, "--format", "json", "--policies", "round-robin,oracle",
+		"--seeds", "2", "--duration", "10s", "--out", dir)
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	var rep struct {
 		Scenario string                    `json:"scenario"`
@@ -57,11 +64,8 @@ func TestRunPrintsOneContractJSONObject(t *testing.T) {
 }
 
 func TestFirstSeedChoosesTheSeeds(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "run", "--scenario", small, "--format", "json", "--policies", "random",
+	stdout := mustRunCLI(t, "run", "--scenario", small, "--format", "json", "--policies", "random",
 		"--seeds", "2", "--first-seed", "4", "--duration", "5s")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var rep struct {
 		Results []struct {
 			Seed int `json:"seed"`
@@ -108,10 +112,7 @@ func TestRejectsUnknownPolicyAndMode(t *testing.T) {
 }
 
 func TestShortenScalesWarmup(t *testing.T) {
-	_, stderr, code := runCLI(t, "run", "--scenario", small, "--policies", "random", "--duration", "6s", "--format", "table")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	mustRunCLI(t, "run", "--scenario", small, "--policies", "random", "--duration", "6s", "--format", "table")
 }
 
 // scenarioDir makes dir/scenarios holding copies of the named files of
@@ -138,11 +139,8 @@ func TestGridWritesThePage(t *testing.T) {
 	dir := t.TempDir()
 	scenarios := scenarioDir(t, dir, "small.yaml")
 	out := filepath.Join(dir, "out")
-	stdout, stderr, code := runCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "round-robin,least-request,igw,oracle",
+	stdout := mustRunCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "round-robin,least-request,igw,oracle",
 		"--duration", "8s", "--out", out)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	page, err := os.ReadFile(filepath.Join(out, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -245,11 +243,8 @@ func TestIGWConfigReplacesTheBuiltInConfiguration(t *testing.T) {
 	}
 	results := func(args ...string) map[string]string {
 		t.Helper()
-		stdout, stderr, code := runCLI(t, append([]string{"run", "--scenario", small, "--format", "json",
+		stdout := mustRunCLI(t, append([]string{"run", "--scenario", small, "--format", "json",
 			"--policies", "igw,legacy-blend", "--duration", "10s"}, args...)...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
 		var rep struct {
 			Results []map[string]any `json:"results"`
 		}
