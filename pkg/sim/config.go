@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,15 +43,9 @@ const (
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.TensorParallel == 0 {
-		c.TensorParallel = DefaultTensorParallel
-	}
-	if c.MaxNumSeqs == 0 {
-		c.MaxNumSeqs = DefaultMaxNumSeqs
-	}
-	if c.MaxNumBatchedTokens == 0 {
-		c.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
-	}
+	c.TensorParallel = cmp.Or(c.TensorParallel, DefaultTensorParallel)
+	c.MaxNumSeqs = cmp.Or(c.MaxNumSeqs, DefaultMaxNumSeqs)
+	c.MaxNumBatchedTokens = cmp.Or(c.MaxNumBatchedTokens, DefaultMaxNumBatchedTokens)
 	if c.LoRALoadTime == 0 && c.MaxLoras > 0 {
 		c.LoRALoadTime = DefaultLoRALoadTime
 	}

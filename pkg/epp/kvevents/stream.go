@@ -73,18 +73,10 @@ const (
 
 // WithDefaults fills zero durations and sizes.
 func (c StreamConfig) WithDefaults() StreamConfig {
-	if c.BlockSize == 0 {
-		c.BlockSize = DefaultBlockSize
-	}
-	if c.ResyncWindow == 0 {
-		c.ResyncWindow = DefaultResyncWindow
-	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = DefaultProbeInterval
-	}
-	if c.ReplayTimeout == 0 {
-		c.ReplayTimeout = DefaultReplayTimeout
-	}
+	c.BlockSize = cmp.Or(c.BlockSize, DefaultBlockSize)
+	c.ResyncWindow = cmp.Or(c.ResyncWindow, DefaultResyncWindow)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
+	c.ReplayTimeout = cmp.Or(c.ReplayTimeout, DefaultReplayTimeout)
 	return c
 }
 
