@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -90,6 +91,22 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// StartFor starts a control plane for the test t and stops it at t's
+// cleanup. Without KUBEBUILDER_ASSETS (KUBEBUILDER_ASSETS=$(hack/control-plane.sh)
+// sets it) t is skipped, saying why it needs the control plane.
+func StartFor(t testing.TB, why string, opts Options) *Env {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skipf("KUBEBUILDER_ASSETS is not set (KUBEBUILDER_ASSETS=$(hack/control-plane.sh)): %s", why)
+	}
+	env, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return env
 }
 
 // repoPaths resolves paths relative to the repository root.

@@ -25,14 +25,7 @@ import (
 // over HTTPS only to a token bound to config/rbac's metrics-reader ClusterRole:
 // 401 without a token, 403 for a token without the role.
 func TestMetricsNeedAToken(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set (KUBEBUILDER_ASSETS=$(hack/control-plane.sh)): token checks need the control plane")
-	}
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := testenv.StartFor(t, "token checks need the control plane", testenv.Options{})
 	addr := servetest.FreeAddr(t)
 	op, err := manager.New(env.Config, &manager.Options{MetricsAddr: addr, MetricsSecure: true, MetricsCertDir: t.TempDir(),
 		ProbeAddr: "0", SyncPeriod: time.Hour, EPPImage: "epp:test", BBRImage: "bbr:test", MaxConcurrentReconciles: 1,

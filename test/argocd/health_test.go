@@ -115,15 +115,8 @@ func scripts(t *testing.T) map[string]string {
 }
 
 func TestHealthOnRealObjects(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set (KUBEBUILDER_ASSETS=$(hack/control-plane.sh))")
-	}
+	env := testenv.StartFor(t, "the health checks run on the API server's objects", testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
 	check := scripts(t)
-	env, err := testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	scheme, err := manager.NewScheme()
 	if err != nil {
 		t.Fatal(err)

@@ -62,15 +62,9 @@ func manifests(t *testing.T) (blocks []string, objs []*unstructured.Unstructured
 }
 
 func TestManifestsApply(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set (KUBEBUILDER_ASSETS=$(hack/control-plane.sh))")
-	}
+	env := testenv.StartFor(t, "the manifests are applied to the API server",
+		testenv.Options{ExtraCRDDirs: append(testenv.ExternalCRDDirs, "config/crd/external/olm")})
 	blocks, objs := manifests(t)
-	env, err := testenv.Start(testenv.Options{ExtraCRDDirs: append(testenv.ExternalCRDDirs, "config/crd/external/olm")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	// The namespaces the installs create (Helm's --create-namespace, OLM's own).
 	namespaces := map[string]bool{"olm": true, "envoy-gateway-system": true}
 	for _, o := range objs {
