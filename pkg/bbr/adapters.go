@@ -1,11 +1,11 @@
 package bbr
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/igw-dev/igw/pkg/filewatch"
 )
 
 // AdapterMappingFileName is the key under which the operator stores the mapping in
@@ -39,20 +39,8 @@ func MarshalAdapterMapping(adapters map[string]string) ([]byte, error) {
 // error too: a file caught half-written must not wipe the mapping; an intentionally
 // empty mapping is written as "adapters: {}".
 func ParseAdapterMapping(data []byte) (map[string]string, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("the file is empty (write \"adapters: {}\" for no adapters)")
-	}
-	var m AdapterMapping
-	if err := yaml.UnmarshalStrict(data, &m); err != nil {
-		return nil, err
-	}
-	if m.Adapters == nil {
-		return nil, errors.New(`the file has no "adapters" map`)
-	}
-	if err := validateAdapters(m.Adapters); err != nil {
-		return nil, err
-	}
-	return m.Adapters, nil
+	return filewatch.StrictYAML(data, `"adapters: {}" for no adapters`, `"adapters" map`,
+		func(m AdapterMapping) (map[string]string, bool) { return m.Adapters, m.Adapters != nil }, validateAdapters)
 }
 
 func validateAdapters(adapters map[string]string) error {

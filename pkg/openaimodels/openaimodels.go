@@ -10,9 +10,7 @@
 package openaimodels
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/igw-dev/igw/internal/clock"
 	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/filewatch"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -95,20 +94,8 @@ func MarshalFile(entries []Entry) ([]byte, error) {
 // an error too: a file caught half-written must not empty the list; an
 // intentionally empty list is written as "models: []".
 func ParseFile(data []byte) ([]Entry, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New(`the file is empty (write "models: []" for no models)`)
-	}
-	var f file
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, err
-	}
-	if f.Models == nil {
-		return nil, errors.New(`the file has no "models" list`)
-	}
-	if err := validate(f.Models); err != nil {
-		return nil, err
-	}
-	return f.Models, nil
+	return filewatch.StrictYAML(data, `"models: []" for no models`, `"models" list`,
+		func(f file) ([]Entry, bool) { return f.Models, f.Models != nil }, validate)
 }
 
 func validate(entries []Entry) error {
