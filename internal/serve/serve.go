@@ -47,6 +47,8 @@ type server struct {
 	serve func(net.Listener) error
 	// stop ends serving, letting requests in flight finish for at most drain.
 	stop func(drain time.Duration)
+	// wrap, when set, wraps the listener once it is open (a connection cap).
+	wrap func(net.Listener) net.Listener
 	lis  net.Listener
 }
 
@@ -88,6 +90,16 @@ func (g *Group) HTTP(name string, port int, srv *http.Server, drain time.Duratio
 		}})
 }
 
+// WrapListener makes server name serve through wrap(listener), once its
+// port is open: a process limits or counts its connections there.
+func (g *Group) WrapListener(name string, wrap func(net.Listener) net.Listener) {
+	for _, s := range g.servers {
+		if s.name == name {
+			s.wrap = wrap
+		}
+	}
+}
+
 // Go runs f beside the servers. Its context ends when the group stops; an
 // error from f stops the group and is what Run returns.
 func (g *Group) Go(name string, f func(context.Context) error) {
@@ -112,6 +124,9 @@ func (g *Group) listen() error {
 			return fmt.Errorf("listen for %s: %w", s.name, err)
 		}
 		s.lis = l
+		if s.wrap != nil {
+			s.lis = s.wrap(l)
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -24,10 +24,12 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/igw-dev/igw/internal/serve"
@@ -53,6 +55,14 @@ type Gateway struct {
 	proxy   *httputil.ReverseProxy
 	parsers sync.Pool
 	group   serve.Group
+
+	// The front door (frontdoor.go): inference requests in flight, the
+	// buffered bodies' budget, the connection cap once listening, and
+	// whether a shutdown is draining requests.
+	inFlight atomic.Int64
+	budget   *budget
+	conns    atomic.Pointer[connLimiter]
+	draining atomic.Bool
 }
 
 // New builds a gateway from completed, validated options. Every endpoints
@@ -62,7 +72,7 @@ func New(o *Options, log *slog.Logger) (*Gateway, error) {
 		return nil, errors.New("gateway options are not completed")
 	}
 	g := &Gateway{opts: o, log: log, clock: newClock(o.TimeScale), byModel: map[string]*pool{},
-		bbr: bbr.NewRouter(bbr.RouterConfig{MaxRequestBodyBytes: o.MaxBodyBytes})}
+		bbr: bbr.NewRouter(bbr.RouterConfig{MaxRequestBodyBytes: o.MaxBodyBytes}), budget: newBudget(o.MaxBufferedBytes)}
 	g.group.Host = o.BindAddress
 	g.parsers.New = func() any { return new(requestbody.Parser) }
 	g.bbr.SetAdapters(o.Resolved.adapterMap())
@@ -99,7 +109,8 @@ func (g *Gateway) poolFor(model, base string) *pool {
 }
 
 // Handler serves the OpenAI API, /v1/models (and /v1/models/{id}), /healthz
-// and /readyz; an unknown path or a wrong method gets an OpenAI error.
+// and /readyz behind the front door (guard); an unknown path or a wrong
+// method gets an OpenAI error.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, path := range InferencePaths {
@@ -108,22 +119,33 @@ func (g *Gateway) Handler() http.Handler {
 	g.models.Mount(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", g.serveReady)
-	return apierror.Routes(mux, servedPaths)
+	return g.guard(apierror.Routes(mux, servedPaths))
 }
 
 // InferencePaths are the OpenAI endpoints the gateway routes.
 var InferencePaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"}
 
-// Ready reports whether every pool can route, with each pool's detail.
+// Ready reports whether the gateway can serve: some pool has a live
+// endpoint, every pool's EPP configuration is loaded, and no shutdown is
+// draining requests; with each pool's detail.
 func (g *Gateway) Ready() (bool, map[string]any) {
-	ok := true
+	live, configured := false, true
 	detail := map[string]any{}
 	for _, p := range g.pools {
-		pok, d := p.ready()
-		ok = ok && pok
+		n, loaded, d := p.ready(g.liveWindow())
+		live = live || n > 0
+		configured = configured && loaded
 		detail[p.cfg.Name] = d
 	}
-	return ok, detail
+	return live && configured && !g.draining.Load(), detail
+}
+
+// liveWindow is how recent an endpoint's telemetry must be for it to count
+// as live: a few scrapes, and never less than the staleness limit or 1 s of
+// gateway time, so one slow scrape does not turn readiness.
+func (g *Gateway) liveWindow() time.Duration {
+	o := g.opts
+	return max(5*o.ScrapeInterval+o.ScrapeTimeout, o.MetricsStaleness, time.Second)
 }
 
 func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
@@ -132,22 +154,50 @@ func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "pools": detail})
+	answer := map[string]any{"ready": ok, "pools": detail}
+	if g.draining.Load() {
+		answer["draining"] = true
+	}
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // Addr is the address the gateway listens on once Run has started it.
 func (g *Gateway) Addr() string { return g.group.Addr("http") }
 
-// Run serves until ctx ends. ready, when not nil, is closed once the port is open.
+// Run serves until ctx ends, then drains: the port stops accepting, /readyz
+// answers 503 on connections still open, and requests in flight (streams
+// included) get the shutdown grace to finish before they are cut. ready,
+// when not nil, is closed once the port is open.
 func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
-	g.group.HTTP("http", g.opts.Port, srv, 5*time.Second)
+	o := g.opts
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: o.ReadHeaderTimeout, IdleTimeout: o.IdleTimeout,
+		// Above the limit, so that the handler answers headers over it with
+		// an OpenAI error; net/http's own 431 is plain text.
+		MaxHeaderBytes: 2 * o.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	g.group.HTTP("http", o.Port, srv, o.ShutdownGrace)
+	g.group.WrapListener("http", func(l net.Listener) net.Listener {
+		c := newConnLimiter(l, o.MaxConnections)
+		g.conns.Store(c)
+		return c
+	})
 	for _, p := range g.pools {
 		g.group.Go("pool "+p.cfg.Name, func(ctx context.Context) error { p.run(ctx); return nil })
 	}
 	g.group.Started = func() { g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools)) }
+	g.group.Stopping = func() {
+		g.draining.Store(true)
+		g.log.Info("gateway draining", "inFlight", g.inFlight.Load(), "grace", o.ShutdownGrace)
+	}
 	return g.group.Run(ctx, ready)
+}
+
+// OpenConnections is the number of client connections open now.
+func (g *Gateway) OpenConnections() int64 {
+	if c := g.conns.Load(); c != nil {
+		return c.Open()
+	}
+	return 0
 }
 
 // modelList is every served name and adapter, in configuration order (each

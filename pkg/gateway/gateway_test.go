@@ -124,7 +124,8 @@ func TestNoEndpointIs503(t *testing.T) {
 func TestSaturatedFleetSheds429(t *testing.T) {
 	u := startUpstream(t, "a")
 	u.metrics = "vllm:num_requests_waiting{model_name=\"m\"} 50\nvllm:num_requests_running{model_name=\"m\"} 10\nvllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n"
-	g := startGateway(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m", "--scrape-interval", "10ms")
+	g := startGateway(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m", "--scrape-interval", "10ms",
+		"--trusted-cidrs", "127.0.0.1")
 	var r response
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		if r = post(t, g, "/v1/completions", completion, wire.HeaderPriority, "-1"); r.status == http.StatusTooManyRequests {

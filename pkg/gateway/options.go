@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -15,8 +16,35 @@ import (
 // Options configure one gateway process.
 type Options struct {
 	Port int
-	// BindAddress is the address the port listens on ("" for all interfaces).
+	// BindAddress is the address the port listens on: loopback unless told
+	// otherwise, so a gateway is never open to the network by accident.
 	BindAddress string
+
+	// The front door, in wall-clock time (never scaled by TimeScale: they
+	// guard the process against real clients). ReadHeaderTimeout bounds a
+	// request's headers, BodyReadTimeout its body from the end of the
+	// headers, IdleTimeout a keep-alive connection between requests;
+	// ShutdownGrace is how long requests in flight may finish after SIGTERM.
+	ReadHeaderTimeout time.Duration
+	BodyReadTimeout   time.Duration
+	IdleTimeout       time.Duration
+	ShutdownGrace     time.Duration
+	// MaxConnections caps open client connections and MaxConcurrentRequests
+	// the inference requests in flight; the excess is answered at once (503
+	// and 429, with Retry-After) rather than queued.
+	MaxConnections        int
+	MaxConcurrentRequests int
+	// MaxBufferedBytes is the memory budget of every request body buffered
+	// at once (with its decoded prompt); a body that does not fit in what is
+	// left gets 503 with Retry-After.
+	MaxBufferedBytes int64
+	// MaxHeaderBytes bounds a request's headers (431 beyond).
+	MaxHeaderBytes int
+	// TrustedCIDRs are the client sources whose reserved headers (x-gateway-*,
+	// x-igw-*: routing, priority, debug) are kept; every other client's are
+	// removed. AllowDebugHeader lets trusted clients ask for x-igw-debug.
+	TrustedCIDRs     []string
+	AllowDebugHeader bool
 
 	// ConfigFile maps models to pools (Config). Without it, one pool comes
 	// from EndpointsFile, ServedModelNames, Adapters and EPPConfig.
@@ -50,35 +78,56 @@ type Options struct {
 	DialTimeout    time.Duration
 	// TimeScale makes the gateway's clock run this many times faster than the
 	// wall clock, to match simulators run with --speedup; every duration
-	// option is in the gateway's time.
+	// option of routing is in the gateway's time (the front door's are not).
 	TimeScale float64
 
 	// Resolved is the pool configuration, set by Complete.
 	Resolved *Config
+	// trusted is TrustedCIDRs parsed, set by Complete.
+	trusted []netip.Prefix
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Port:               8080,
-		Policy:             PolicyIGW,
-		ConfigPollInterval: 250 * time.Millisecond,
-		ScrapeInterval:     50 * time.Millisecond,
-		ModelsInterval:     5 * time.Second,
-		ModelsTimeout:      2 * time.Second,
-		MetricsPath:        wire.MetricsPath,
-		MetricsStaleness:   200 * time.Millisecond,
-		StalePolicy:        string(director.StaleSaturated),
-		MaxBodyBytes:       64 << 20,
-		DialTimeout:        2 * time.Second,
-		TimeScale:          1,
+		Port:                  8080,
+		BindAddress:           "127.0.0.1",
+		ReadHeaderTimeout:     10 * time.Second,
+		BodyReadTimeout:       30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ShutdownGrace:         30 * time.Second,
+		MaxConnections:        8192,
+		MaxConcurrentRequests: 4096,
+		MaxBufferedBytes:      1 << 30,
+		MaxHeaderBytes:        64 << 10,
+		Policy:                PolicyIGW,
+		ConfigPollInterval:    250 * time.Millisecond,
+		ScrapeInterval:        50 * time.Millisecond,
+		ModelsInterval:        5 * time.Second,
+		ModelsTimeout:         2 * time.Second,
+		MetricsPath:           wire.MetricsPath,
+		MetricsStaleness:      200 * time.Millisecond,
+		StalePolicy:           string(director.StaleSaturated),
+		MaxBodyBytes:          64 << 20,
+		DialTimeout:           2 * time.Second,
+		TimeScale:             1,
 	}
 }
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "Port of the OpenAI API (0: any free port, printed at start).")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (empty: all interfaces).")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (0.0.0.0 or :: for every interface).")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "Bound on reading a request's headers (wall clock).")
+	fs.DurationVar(&o.BodyReadTimeout, "body-read-timeout", o.BodyReadTimeout, "Bound on reading a request's body after its headers; a slower upload gets 408 (wall clock).")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "How long a keep-alive connection may wait for its next request (wall clock).")
+	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "After SIGTERM, how long requests in flight (streams included) may finish before they are cut (wall clock).")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "Open client connections at most; a connection beyond gets 503 with Retry-After and is closed.")
+	fs.IntVar(&o.MaxConcurrentRequests, "max-concurrent-requests", o.MaxConcurrentRequests, "Inference requests in flight at most; one beyond gets 429 with Retry-After.")
+	fs.Int64Var(&o.MaxBufferedBytes, "max-buffered-bytes", o.MaxBufferedBytes, "Memory budget of the request bodies buffered at once, each counted twice (the body and its decoded prompt); a body that does not fit gets 503 with Retry-After. At least twice --max-body-bytes.")
+	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Largest request header block; larger ones get 431.")
+	fs.StringSliceVar(&o.TrustedCIDRs, "trusted-cidrs", o.TrustedCIDRs, "Client sources (CIDRs or addresses) whose x-gateway-* and x-igw-* headers are kept; every other client's are removed (default: none).")
+	fs.BoolVar(&o.AllowDebugHeader, "allow-debug-header", o.AllowDebugHeader, "Answer x-igw-debug: 1 from trusted clients (--trusted-cidrs) with the pick's x-igw-score-breakdown.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Gateway configuration (YAML): pools of endpoints and the models and adapters each serves.")
 	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile, "Without --config: the one pool's endpoints (the EPP's YAML list of {address, port, labels}); reloaded on change.")
 	fs.StringSliceVar(&o.ServedModelNames, "served-model-name", o.ServedModelNames, "Without --config: model names the pool serves (empty: every model).")
@@ -97,7 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the pickers' random choices.")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Bound on one proxied request, response included (0: none).")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to a model server before trying the next fallback.")
-	fs.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "Run the gateway's clock this many times faster than the wall clock (benchmarks against modelsim --speedup); durations are in the gateway's time.")
+	fs.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "Run the gateway's clock this many times faster than the wall clock (benchmarks against modelsim --speedup); routing durations are in the gateway's time, the front door's timeouts in wall-clock time.")
 }
 
 // Complete fills defaults and resolves the pool configuration.
@@ -105,6 +154,11 @@ func (o *Options) Complete() error {
 	if o.ScrapeTimeout <= 0 {
 		o.ScrapeTimeout = o.ScrapeInterval
 	}
+	trusted, err := parseTrusted(o.TrustedCIDRs)
+	if err != nil {
+		return err
+	}
+	o.trusted = trusted
 	if o.ConfigFile != "" {
 		c, err := LoadConfig(o.ConfigFile)
 		if err != nil {
@@ -164,6 +218,19 @@ func (o *Options) Validate() error {
 	case !(o.TimeScale > 0):
 		bad("--time-scale must be positive")
 	}
+	if o.BindAddress == "" {
+		bad("--bind-address must name an address (0.0.0.0 or :: for every interface)")
+	}
+	if o.ReadHeaderTimeout <= 0 || o.BodyReadTimeout <= 0 || o.IdleTimeout <= 0 || o.ShutdownGrace < 0 {
+		bad("--read-header-timeout, --body-read-timeout and --idle-timeout must be positive, --shutdown-grace not negative")
+	}
+	if o.MaxConnections <= 0 || o.MaxConcurrentRequests <= 0 || o.MaxHeaderBytes <= 0 {
+		bad("--max-connections, --max-concurrent-requests and --max-header-bytes must be positive")
+	}
+	if o.MaxBodyBytes > 0 && o.MaxBufferedBytes < 2*o.MaxBodyBytes {
+		bad("--max-buffered-bytes (%d) must be at least twice --max-body-bytes (%d): a body is counted with its decoded prompt",
+			o.MaxBufferedBytes, o.MaxBodyBytes)
+	}
 	if p := director.StalePolicy(o.StalePolicy); p != director.StaleSaturated && p != director.StaleFilter {
 		bad("--stale-policy must be saturated or filter, got %q", o.StalePolicy)
 	}
@@ -180,4 +247,23 @@ func (o *Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// parseTrusted reads --trusted-cidrs: prefixes, or bare addresses standing
+// for themselves.
+func parseTrusted(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-cidrs %q: want a CIDR (10.0.0.0/8) or an address", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

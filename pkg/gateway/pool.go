@@ -108,15 +108,38 @@ func (p *pool) run(ctx context.Context) {
 	}
 }
 
-// ready reports whether the pool can route: it has endpoints and, with an
-// EPP configuration file, a valid configuration.
-func (p *pool) ready() (bool, map[string]any) {
-	detail := map[string]any{"endpoints": p.store.Len(), "policy": p.policy}
-	ok := p.store.Len() > 0
+// ready reports how many of the pool's endpoints are live and whether its
+// EPP configuration (when it has a file) is loaded, with the detail.
+func (p *pool) ready(window time.Duration) (live int, configured bool, detail map[string]any) {
+	live = p.liveEndpoints(window)
+	detail = map[string]any{"endpoints": p.store.Len(), "live": live, "policy": p.policy}
+	configured = true
 	if p.watcher != nil {
 		st := p.watcher.Status()
 		detail["config"] = st
-		ok = ok && st.Loaded
+		configured = st.Loaded
 	}
-	return ok, detail
+	return live, configured, detail
+}
+
+// liveEndpoints counts the endpoints that are not ejected after failures
+// and, when the pool scrapes telemetry, answered a scrape within window (of
+// gateway time): a dead pod stops answering scrapes long before its entry
+// leaves the endpoints file.
+func (p *pool) liveEndpoints(window time.Duration) int {
+	now := p.now()
+	n := 0
+	var v datastore.View
+	for _, st := range p.store.Endpoints(nil) {
+		if st.Ejected(now) {
+			continue
+		}
+		if p.scraper != nil {
+			if st.View(now, window, &v); v.Stale {
+				continue
+			}
+		}
+		n++
+	}
+	return n
 }

@@ -75,69 +75,38 @@ func (x *exchange) observe(chunk []byte) {
 	}
 }
 
+// smallBody is the largest body whose parser goes back to the pool: a
+// parser keeps its prompt buffer, which must not pin a huge prompt's memory
+// outside the buffering budget.
+const smallBody = 1 << 20
+
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			apierror.TooLarge(g.opts.MaxBodyBytes).Write(w)
-			return
-		}
-		apierror.BadRequest("unreadable_body", "Reading the request body failed: %v", err).Write(w)
+	if !g.admit() {
+		writeClosing(w, tooManyRequests(g.opts.MaxConcurrentRequests))
 		return
 	}
+	defer g.inFlight.Add(-1)
+	body, cost, apiErr := g.readBody(w, r)
+	if apiErr != nil {
+		writeClosing(w, apiErr)
+		return
+	}
+	defer g.budget.give(cost)
 	// One pass over the body serves the router and the picker; the parser's
 	// memory (the prompt) is in use until the pick.
-	parser := g.parsers.Get().(*requestbody.Parser)
-	scanned := parser.Scan(body)
-	dec, apiErr := g.bbr.RouteScanned(r.Header, body, scanned)
-	if apiErr != nil {
-		g.parsers.Put(parser)
-		apiErr.Write(w)
-		return
+	parser, pooled := new(requestbody.Parser), len(body) <= smallBody
+	if pooled {
+		parser = g.parsers.Get().(*requestbody.Parser)
 	}
-	var p *pool
-	switch {
-	case dec.PassThrough && len(g.pools) == 1:
-		p = g.pools[0]
-	case dec.PassThrough:
-		g.parsers.Put(parser)
-		apierror.BadRequest("unsupported_content_type",
-			"Send a JSON body (Content-Type: application/json) naming a model: this gateway routes by model.").Write(w)
-		return
-	default:
-		if p = g.poolFor(dec.Model, dec.BaseModel); p == nil {
-			g.parsers.Put(parser)
-			apierror.ModelNotFound(dec.Model).Write(w)
-			return
-		}
-		dec.Apply(r.Header)
+	pk, p, stream, apiErr := g.route(r, body, parser)
+	if pooled {
+		g.parsers.Put(parser) // the prompt it holds is unused after the pick
 	}
-
-	req := &scheduling.Request{Headers: lowerHeaders(r.Header)}
-	if v := r.Header.Get(wire.HeaderPriority); v != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-			req.Priority = n
-		}
-	}
-	parsed, perr := scanned.Request()
-	if perr != nil && !dec.PassThrough {
-		g.parsers.Put(parser)
-		perr.Write(w)
-		return
-	}
-	if perr == nil {
-		req.Model, req.Adapter = p.picker.Resolve(parsed.Model, dec.BaseModel)
-		req.Prompt = parsed.Prompt
-		req.Body = body
-	}
-	pk, apiErr := p.picker.Pick(r.Context(), req, r.Header.Get(wire.HeaderDebug) == "1", p.now())
-	g.parsers.Put(parser) // req.Prompt shares the parser's memory: unused from here
 	if apiErr != nil {
 		apiErr.Write(w)
 		return
 	}
-	x := &exchange{pool: p, pick: pk, meter: responsestream.Meter{Streaming: parsed.Stream}}
+	x := &exchange{pool: p, pick: pk, meter: responsestream.Meter{Streaming: stream}}
 	defer x.finish(false)
 
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -150,6 +119,42 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// route finds body's model and pool with the body-based router and picks an
+// endpoint there, setting the router's headers on r. One scan by parser
+// serves the router and the picker; stream is whether the response streams.
+func (g *Gateway) route(r *http.Request, body []byte, parser *requestbody.Parser) (pk *Pick, p *pool, stream bool, apiErr *apierror.Error) {
+	const none = false
+	scanned := parser.Scan(body)
+	dec, apiErr := g.bbr.RouteScanned(r.Header, body, scanned)
+	if apiErr != nil {
+		return nil, nil, none, apiErr
+	}
+	if dec.PassThrough {
+		// Without a JSON body there is no model to check the route against:
+		// such a request never reaches a server.
+		return nil, nil, none, notJSON()
+	}
+	if p = g.poolFor(dec.Model, dec.BaseModel); p == nil {
+		return nil, nil, none, apierror.ModelNotFound(dec.Model)
+	}
+	dec.Apply(r.Header)
+	parsed, apiErr := scanned.Request()
+	if apiErr != nil {
+		return nil, nil, none, apiErr
+	}
+	// Reserved headers reach here only from trusted clients (guard).
+	req := &scheduling.Request{Headers: lowerHeaders(r.Header), Body: body, Prompt: parsed.Prompt}
+	if v := r.Header.Get(wire.HeaderPriority); v != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			req.Priority = n
+		}
+	}
+	req.Model, req.Adapter = p.picker.Resolve(parsed.Model, dec.BaseModel)
+	explain := g.opts.AllowDebugHeader && r.Header.Get(wire.HeaderDebug) == "1"
+	pk, apiErr = p.picker.Pick(r.Context(), req, explain, p.now())
+	return pk, p, parsed.Stream, apiErr
 }
 
 func lowerHeaders(h http.Header) map[string]string {

@@ -98,7 +98,7 @@ func TestConnectFailureRetriesOnFallback(t *testing.T) {
 	dead := startUpstream(t, "dead")
 	dead.Close() // its port now refuses connections
 	g := startGateway(t, "--endpoints-file", endpointsFile(t, live, dead), "--served-model-name", "m",
-		"--metrics-staleness", "0", "--seed", "3")
+		"--metrics-staleness", "0", "--seed", "3", "--trusted-cidrs", "127.0.0.0/8", "--allow-debug-header")
 	rerouted := 0
 	for range 20 {
 		r := post(t, g, "/v1/completions", completion, wire.HeaderDebug, "1")
@@ -126,7 +126,8 @@ func TestConnectFailureRetriesOnFallback(t *testing.T) {
 
 func TestDebugHeaderExplainsThePick(t *testing.T) {
 	u := startUpstream(t, "a")
-	g := startGateway(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m")
+	g := startGateway(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m",
+		"--trusted-cidrs", "127.0.0.1/32", "--allow-debug-header")
 	r := post(t, g, "/v1/completions", completion, wire.HeaderDebug, "1")
 	if b := r.header.Get(wire.HeaderScoreBreakdown); !strings.HasPrefix(b, "endpoint="+u.key()+";reason=scored;") || !strings.Contains(b, "predicted-latency=") {
 		t.Errorf("breakdown %q, want the endpoint, the reason and each scorer's term", b)

@@ -212,10 +212,13 @@ func simArgs(host string, cfg sim.Config, speedup float64, adapters []string) []
 
 // gatewayArgs are the gateway's flags: the pool file in dir, the policy and
 // seed, the clock scaled like the simulators', and the scenario's telemetry
-// interval and staleness as the des backend models them.
+// interval and staleness as the des backend models them. The load client on
+// loopback is trusted with x-igw-debug, whose breakdown names each request's
+// endpoint.
 func gatewayArgs(job bench.Job, dir string, speedup float64) []string {
 	sc := job.Scenario
 	return []string{"--port", "0", "--bind-address", "127.0.0.1", "--config", filepath.Join(dir, "gateway.yaml"),
+		"--trusted-cidrs", "127.0.0.1/32", "--allow-debug-header",
 		"--policy", job.Policy, "--seed", strconv.FormatUint(job.Seed, 10),
 		"--time-scale", strconv.FormatFloat(speedup, 'g', -1, 64),
 		"--scrape-interval", sc.ScrapeInterval.String(),

@@ -33,7 +33,8 @@ func TestBenchGatewayRunsBaselines(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, err := proc.Start(context.Background(), "igw-bench-gateway", bin, []string{"--port", "0", "--bind-address", "127.0.0.1",
-		"--endpoints-file", file, "--served-model-name", "m", "--policy", policies.RoundRobin}, "/readyz")
+		"--endpoints-file", file, "--served-model-name", "m", "--policy", policies.RoundRobin,
+		"--trusted-cidrs", "127.0.0.1/32", "--allow-debug-header"}, "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,327 @@
+package gateway
+
+// The front door: what every client connection and request meets before any
+// routing. Each bound is there so that a slow, large or hostile client costs
+// a bounded amount of the process (descriptors, goroutines, memory) and gets
+// an OpenAI-style answer rather than a hang, a plain-text error or an OOM.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// retryAfterSeconds is the Retry-After of every answer to a full gateway:
+// caps free up as requests finish, within seconds.
+const retryAfterSeconds = 1
+
+// The front door's errors, in the OpenAI shape.
+func bodyTimeout(d time.Duration) *apierror.Error {
+	return &apierror.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+		Message: fmt.Sprintf("The request body did not arrive within %v.", d)}
+}
+
+func headersTooLarge(limit int) *apierror.Error {
+	return &apierror.Error{Status: http.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error",
+		Code: "request_header_fields_too_large", Message: fmt.Sprintf("Request headers exceed the limit of %d bytes.", limit)}
+}
+
+func notJSON() *apierror.Error {
+	return &apierror.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+		Message: "Send a JSON body (Content-Type: application/json) naming a model: this gateway routes by model."}
+}
+
+func tooManyRequests(limit int) *apierror.Error {
+	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "too_many_concurrent_requests",
+		Message: fmt.Sprintf("The gateway is serving its limit of %d requests at once; retry shortly.", limit), RetryAfterSeconds: retryAfterSeconds}
+}
+
+func bufferBudgetFull() *apierror.Error {
+	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "buffer_budget_exhausted",
+		Message: "The gateway is buffering as many request bodies as its memory allows; retry shortly.", RetryAfterSeconds: retryAfterSeconds}
+}
+
+func tooManyConnections(limit int) *apierror.Error {
+	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "too_many_connections",
+		Message: fmt.Sprintf("The gateway holds its limit of %d connections; retry shortly.", limit), RetryAfterSeconds: retryAfterSeconds}
+}
+
+// writeClosing sends e and closes the connection after it: the request's
+// body, or what is left of it, is not read.
+func writeClosing(w http.ResponseWriter, e *apierror.Error) {
+	w.Header().Set("Connection", "close")
+	e.Write(w)
+}
+
+// guard is the front door of every request: headers over the limit get 431;
+// the body must arrive within the body-read timeout (readBody lifts the
+// deadline once it has the body whole; any other handler keeps it, so that
+// net/http's discarding of an unread body is bounded too); an untrusted
+// client's reserved headers are removed before anything reads them.
+func (g *Gateway) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerBytes(r) > g.opts.MaxHeaderBytes {
+			writeClosing(w, headersTooLarge(g.opts.MaxHeaderBytes))
+			return
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.opts.BodyReadTimeout))
+		if !g.trusts(r.RemoteAddr) {
+			for name := range r.Header {
+				if wire.IsReservedHeader(name) {
+					delete(r.Header, name)
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// headerBytes is the size of r's request line and headers as sent.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len("  \r\n") + len("Host: \r\n") + len(r.Host)
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + len(v) + len(": \r\n")
+		}
+	}
+	return n
+}
+
+// trusts reports whether the client at remoteAddr may set reserved headers.
+func (g *Gateway) trusts(remoteAddr string) bool {
+	if len(g.opts.trusted) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range g.opts.trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit counts an inference request in flight; false (and nothing counted)
+// when the gateway already serves its limit.
+func (g *Gateway) admit() bool {
+	if g.inFlight.Add(1) > int64(g.opts.MaxConcurrentRequests) {
+		g.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// budget is the memory every buffered request body may take at once.
+type budget struct {
+	left atomic.Int64
+	used atomic.Int64
+	peak atomic.Int64 // the most ever taken at once, for measurements
+}
+
+func newBudget(n int64) *budget {
+	b := &budget{}
+	b.left.Store(n)
+	return b
+}
+
+// take reserves n bytes; false when fewer are left.
+func (b *budget) take(n int64) bool {
+	for {
+		left := b.left.Load()
+		if n > left {
+			return false
+		}
+		if b.left.CompareAndSwap(left, left-n) {
+			used := b.used.Add(n)
+			for peak := b.peak.Load(); used > peak && !b.peak.CompareAndSwap(peak, used); peak = b.peak.Load() {
+			}
+			return true
+		}
+	}
+}
+
+func (b *budget) give(n int64) {
+	b.used.Add(-n)
+	b.left.Add(n)
+}
+
+// bodyCost is what buffering n body bytes takes from the budget: the body
+// and, until the pick, its decoded prompt, which is about as long.
+func bodyCost(n int64) int64 { return 2 * n }
+
+// unknownLengthStep is the first buffer of a body of unknown length (chunked);
+// it doubles from there, each growth reserved before it is made.
+const unknownLengthStep = 64 << 10
+
+// readBody reads r's body whole, within the body-read timeout and the body
+// limit, counting it against the buffering budget. cost is what it took
+// from the budget; the caller gives it back once the body is no longer used.
+// On an error, nothing is held.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte, cost int64, e *apierror.Error) {
+	limit := g.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, 0, apierror.TooLarge(limit)
+	}
+	var err error
+	if r.ContentLength >= 0 {
+		cost = bodyCost(r.ContentLength)
+		if !g.budget.take(cost) {
+			return nil, 0, bufferBudgetFull()
+		}
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, cost, err = g.readUnknownLength(r.Body, limit)
+	}
+	if err == nil {
+		// The body is whole: from now on a read on the connection only waits
+		// for the client to leave, which a long stream must not be cut by.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		return body, cost, nil
+	}
+	g.budget.give(cost)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, errBudget):
+		return nil, 0, bufferBudgetFull()
+	case errors.As(err, &tooLarge):
+		return nil, 0, apierror.TooLarge(limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, 0, bodyTimeout(g.opts.BodyReadTimeout)
+	}
+	return nil, 0, apierror.BadRequest("unreadable_body", "Reading the request body failed: %v", err)
+}
+
+var errBudget = errors.New("buffer budget exhausted")
+
+// readUnknownLength reads a body without a Content-Length, reserving each
+// larger buffer before it is made; cost is what is reserved when it returns.
+func (g *Gateway) readUnknownLength(body io.Reader, limit int64) (buf []byte, cost int64, err error) {
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return nil, cost, &http.MaxBytesError{Limit: limit}
+			}
+			// One byte past the limit tells a body at the limit from one over it.
+			size := min(max(2*int64(cap(buf)), unknownLengthStep), limit+1)
+			if !g.budget.take(bodyCost(size)) {
+				return nil, cost, errBudget
+			}
+			grown := make([]byte, len(buf), size)
+			copy(grown, buf)
+			g.budget.give(cost)
+			buf, cost = grown, bodyCost(size)
+		}
+		n, rerr := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case errors.Is(rerr, io.EOF):
+			if int64(len(buf)) > limit {
+				return nil, cost, &http.MaxBytesError{Limit: limit}
+			}
+			return buf, cost, nil
+		case rerr != nil:
+			return nil, cost, rerr
+		}
+	}
+}
+
+// connLimiter caps a listener's open connections. A connection beyond the
+// cap gets a 503 with Retry-After and is closed, rather than waiting in the
+// accept queue or holding a descriptor for a handler.
+type connLimiter struct {
+	net.Listener
+	max  int64
+	open atomic.Int64
+	// refusing counts connections being answered 503; beyond maxRefusing
+	// they are closed without an answer, so refusals are bounded too.
+	refusing atomic.Int64
+	refusal  []byte
+}
+
+const (
+	maxRefusing = 1024
+	// refuseLinger bounds how long a refused connection is kept so the
+	// client can read the 503 before the close.
+	refuseLinger = time.Second
+)
+
+func newConnLimiter(l net.Listener, max int) *connLimiter {
+	body := tooManyConnections(max).JSON()
+	refusal := fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: %d\r\n"+
+		"Connection: close\r\nContent-Length: %d\r\n\r\n%s", retryAfterSeconds, len(body), body)
+	return &connLimiter{Listener: l, max: int64(max), refusal: refusal}
+}
+
+// Open is the number of connections open now.
+func (l *connLimiter) Open() int64 { return l.open.Load() }
+
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &countedConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		l.refuse(c)
+	}
+}
+
+func (l *connLimiter) refuse(c net.Conn) {
+	if l.refusing.Add(1) > maxRefusing {
+		l.refusing.Add(-1)
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer l.refusing.Add(-1)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(refuseLinger))
+		_, _ = c.Write(l.refusal)
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		// Reading what the client sends until it closes keeps the kernel
+		// from resetting the connection before the answer is read.
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
+}
+
+// countedConn gives its slot back once closed.
+type countedConn struct {
+	net.Conn
+	l    *connLimiter
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}
+
+// CloseWrite lets net/http half-close the connection after an answer to a
+// request whose body it did not read, so the client reads the answer.
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
