@@ -36,6 +36,7 @@ type upstream struct {
 
 	mu       sync.Mutex
 	requests []map[string]any
+	headers  []http.Header // each request's, in order
 	hold     func(r *http.Request)
 	// status, when set, is the answer to every request, with an error body.
 	status int
@@ -86,6 +87,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	body["_base_header"] = r.Header.Get(wire.HeaderBaseModelName)
 	u.mu.Lock()
 	u.requests = append(u.requests, body)
+	u.headers = append(u.headers, r.Header.Clone())
 	hold, status := u.hold, u.status
 	u.mu.Unlock()
 	w.Header().Set("x-upstream", u.name)
@@ -134,13 +136,18 @@ func startGatewayWith(t *testing.T, reg *Registry, args ...string) *Gateway {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g, err := New(o, discardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
-	servetest.Serve(t, "gateway", g.Run)
+	serveGateway(t, g)
 	return g
 }
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// serveGateway runs g until the test ends.
+func serveGateway(t *testing.T, g *Gateway) { servetest.Serve(t, "gateway", g.Run) }
 
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
@@ -171,6 +178,12 @@ type response struct {
 
 func post(t *testing.T, g *Gateway, path, body string, headers ...string) response {
 	t.Helper()
+	return postVia(t, http.DefaultClient, g, path, body, headers...)
+}
+
+// postVia is post through client (one dialing from another source address, say).
+func postVia(t *testing.T, client *http.Client, g *Gateway, path, body string, headers ...string) response {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, "http://"+g.Addr()+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +192,7 @@ func post(t *testing.T, g *Gateway, path, body string, headers ...string) respon
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

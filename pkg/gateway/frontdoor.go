@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,10 +131,20 @@ type budget struct {
 	left atomic.Int64
 	used atomic.Int64
 	peak atomic.Int64 // the most ever taken at once, for measurements
+	// collecting is large bodies' bytes given back but not yet collected;
+	// collect wakes collectGarbage for them.
+	collecting atomic.Int64
+	collect    chan struct{}
 }
 
+// collectAfter is the cost of a body whose bytes return to the budget only
+// after a garbage collection: left to the collector's pacing, finished large
+// bodies stay in memory until the heap doubles, while the budget would let
+// as many new ones in beside them.
+const collectAfter = 8 << 20
+
 func newBudget(n int64) *budget {
-	b := &budget{}
+	b := &budget{collect: make(chan struct{}, 1)}
 	b.left.Store(n)
 	return b
 }
@@ -154,9 +165,39 @@ func (b *budget) take(n int64) bool {
 	}
 }
 
+// give hands n bytes back, a large body's once it is collected.
 func (b *budget) give(n int64) {
+	if n < collectAfter {
+		b.release(n)
+		return
+	}
+	b.collecting.Add(n)
+	select {
+	case b.collect <- struct{}{}:
+	default: // a collection is pending: it takes these bytes too
+	}
+}
+
+func (b *budget) release(n int64) {
 	b.used.Add(-n)
 	b.left.Add(n)
+}
+
+// collectGarbage collects the large bodies given back, one collection for
+// all given meanwhile, and returns their bytes to the budget, until done
+// closes. A collection is cheap here: bodies are byte slices, never scanned.
+func (b *budget) collectGarbage(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			b.release(b.collecting.Swap(0))
+			return
+		case <-b.collect:
+			n := b.collecting.Swap(0)
+			runtime.GC()
+			b.release(n)
+		}
+	}
 }
 
 // bodyCost is what buffering n body bytes takes from the budget: the body
@@ -213,11 +254,19 @@ var errBudget = errors.New("buffer budget exhausted")
 func (g *Gateway) readUnknownLength(body io.Reader, limit int64) (buf []byte, cost int64, err error) {
 	for {
 		if len(buf) == cap(buf) {
-			if int64(len(buf)) > limit {
-				return nil, cost, &http.MaxBytesError{Limit: limit}
+			if int64(len(buf)) == limit {
+				// Full at the limit: the body must end here.
+				var one [1]byte
+				n, rerr := io.ReadFull(body, one[:])
+				switch {
+				case n > 0:
+					return nil, cost, &http.MaxBytesError{Limit: limit}
+				case errors.Is(rerr, io.EOF):
+					return buf, cost, nil
+				}
+				return nil, cost, rerr
 			}
-			// One byte past the limit tells a body at the limit from one over it.
-			size := min(max(2*int64(cap(buf)), unknownLengthStep), limit+1)
+			size := min(max(2*int64(cap(buf)), unknownLengthStep), limit)
 			if !g.budget.take(bodyCost(size)) {
 				return nil, cost, errBudget
 			}
@@ -230,9 +279,6 @@ func (g *Gateway) readUnknownLength(body io.Reader, limit int64) (buf []byte, co
 		buf = buf[:len(buf)+n]
 		switch {
 		case errors.Is(rerr, io.EOF):
-			if int64(len(buf)) > limit {
-				return nil, cost, &http.MaxBytesError{Limit: limit}
-			}
 			return buf, cost, nil
 		case rerr != nil:
 			return nil, cost, rerr

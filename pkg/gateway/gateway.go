@@ -184,6 +184,7 @@ func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
 	for _, p := range g.pools {
 		g.group.Go("pool "+p.cfg.Name, func(ctx context.Context) error { p.run(ctx); return nil })
 	}
+	g.group.Go("body collector", func(ctx context.Context) error { g.budget.collectGarbage(ctx.Done()); return nil })
 	g.group.Started = func() { g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools)) }
 	g.group.Stopping = func() {
 		g.draining.Store(true)

@@ -97,6 +97,8 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	parser, pooled := new(requestbody.Parser), len(body) <= smallBody
 	if pooled {
 		parser = g.parsers.Get().(*requestbody.Parser)
+	} else {
+		parser.Grow(len(body)) // the prompt's share of the body's cost, allocated once
 	}
 	pk, p, stream, apiErr := g.route(r, body, parser)
 	if pooled {
@@ -109,16 +111,19 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{pool: p, pick: pk, meter: responsestream.Meter{Streaming: stream}}
 	defer x.finish(false)
 
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	ctx := context.WithValue(r.Context(), exchangeKey{}, x)
 	if g.opts.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.clock.Wall(g.opts.RequestTimeout))
 		defer cancel()
 	}
-	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+	// The body goes on a copy of r: net/http keeps r after the handler, and
+	// the body must be garbage once the budget has it back.
+	out := r.WithContext(ctx)
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	g.proxy.ServeHTTP(w, out)
 }
 
 // route finds body's model and pool with the body-based router and picks an

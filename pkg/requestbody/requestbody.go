@@ -69,6 +69,15 @@ type Parser struct {
 // Cap is the capacity of p's buffer.
 func (p *Parser) Cap() int { return cap(p.buf) }
 
+// Grow makes p's buffer hold at least n bytes, so that parsing a large body
+// (whose prompt is at most its length) allocates the buffer once rather
+// than doubling it up to size.
+func (p *Parser) Grow(n int) {
+	if cap(p.buf) < n {
+		p.buf = make([]byte, 0, n)
+	}
+}
+
 // Parse reads body for the picker. The result's Prompt is owned by the caller.
 func Parse(body []byte) (Request, *apierror.Error) {
 	var p Parser

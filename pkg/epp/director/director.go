@@ -355,6 +355,7 @@ func (d *Director) getCycle() *cycle {
 
 func (d *Director) putCycle(c *cycle) {
 	clear(c.byID)
+	c.Request = nil // its body and prompt must not outlive the request in a cycle kept for reuse
 	d.mu.Lock()
 	d.cycles = append(d.cycles, c)
 	d.mu.Unlock()
