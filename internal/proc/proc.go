@@ -196,6 +196,23 @@ func (p *Proc) Exited() bool {
 	}
 }
 
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process's id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// ExitCode waits up to timeout for the process to end and returns its exit
+// code; false when it is still running.
+func (p *Proc) ExitCode(timeout time.Duration) (int, bool) {
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return 0, false
+	}
+}
+
 // Stderr is the tail of what the process wrote to stderr.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 

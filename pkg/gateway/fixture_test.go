@@ -123,11 +123,19 @@ func startGateway(t *testing.T, args ...string) *Gateway {
 // startGatewayWith runs a gateway that knows the policies of reg besides igw.
 func startGatewayWith(t *testing.T, reg *Registry, args ...string) *Gateway {
 	t.Helper()
+	g := newGateway(t, reg, append([]string{"--port", "0", "--bind-address", "127.0.0.1"}, args...)...)
+	serveGateway(t, g)
+	return g
+}
+
+// newGateway builds a gateway from exactly args, as the command does.
+func newGateway(t *testing.T, reg *Registry, args ...string) *Gateway {
+	t.Helper()
 	o := NewOptions()
 	o.Policies = reg
 	fs := pflag.NewFlagSet("igw-gateway", pflag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse(append([]string{"--port", "0", "--bind-address", "127.0.0.1"}, args...)); err != nil {
+	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Complete(); err != nil {
@@ -140,7 +148,6 @@ func startGatewayWith(t *testing.T, reg *Registry, args ...string) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveGateway(t, g)
 	return g
 }
 
@@ -192,6 +199,12 @@ func postVia(t *testing.T, client *http.Client, g *Gateway, path, body string, h
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
+	return send(t, client, req)
+}
+
+// send sends req through client and reads the whole answer.
+func send(t *testing.T, client *http.Client, req *http.Request) response {
+	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -165,7 +165,7 @@ func TestLargeBodiesStayWithinTheBufferBudget(t *testing.T) {
 	t.Cleanup(sink.Close)
 	p := startGatewayProcess(t, "--endpoints-file", endpointsFile(t, sink), "--served-model-name", "m",
 		"--max-buffered-bytes", strconv.Itoa(budget), "--models-interval", "0")
-	before := vmHWM(t, p.cmd.Process.Pid)
+	before := vmHWM(t, p.Pid())
 
 	head, tail := `{"model":"m","max_tokens":1,"prompt":"`, `"}`
 	body := []byte(head + strings.Repeat("x", bodySize-len(head)-len(tail)) + tail)
@@ -179,7 +179,7 @@ func TestLargeBodiesStayWithinTheBufferBudget(t *testing.T) {
 	for range waves {
 		for range bodies {
 			wg.Go(func() {
-				req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/v1/completions", bytes.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/completions", bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := http.DefaultClient.Do(req)
 				answer := ""
@@ -203,7 +203,7 @@ func TestLargeBodiesStayWithinTheBufferBudget(t *testing.T) {
 		wg.Wait()
 	}
 	took := time.Since(t0)
-	peak := vmHWM(t, p.cmd.Process.Pid)
+	peak := vmHWM(t, p.Pid())
 	t.Logf("%d waves of %d concurrent %d MiB bodies, --max-buffered-bytes %d MiB (each body counted twice): answers %v in %v; "+
 		"%d MiB reached the server; gateway VmHWM %d MiB (%d MiB before), budget %d MiB, memory limit %d MiB",
 		waves, bodies, bodySize>>20, budget>>20, answers, took.Round(time.Millisecond), served.Load()>>20, peak>>20, before>>20,

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -49,29 +47,23 @@ func wantError(t *testing.T, what string, r response, status int, code string) {
 	}
 }
 
+// wantRetry is wantError for an answer to a full gateway, which says when to retry.
+func wantRetry(t *testing.T, what string, r response, status int, code string) {
+	t.Helper()
+	wantError(t, what, r, status, code)
+	if r.header.Get("Retry-After") != "1" {
+		t.Errorf("%s: Retry-After %q, want 1", what, r.header.Get("Retry-After"))
+	}
+}
+
 func TestBindsLoopbackUnlessToldOtherwise(t *testing.T) {
-	o := NewOptions()
-	fs := pflag.NewFlagSet("igw-gateway", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--port", "0", "--endpoints-file", endpointsFile(t)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(o, discardLog())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGateway(t, nil, "--port", "0", "--endpoints-file", endpointsFile(t))
 	serveGateway(t, g)
 	if host, _, _ := net.SplitHostPort(g.Addr()); host != "127.0.0.1" {
 		t.Errorf("listening on %s by default, want loopback", g.Addr())
 	}
-	o.BindAddress = ""
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--bind-address") {
+	g.opts.BindAddress = ""
+	if err := g.opts.Validate(); err == nil || !strings.Contains(err.Error(), "--bind-address") {
 		t.Errorf("an empty --bind-address passed validation: %v", err)
 	}
 }
@@ -191,11 +183,7 @@ func TestConcurrencyCapAnswers429(t *testing.T) {
 	g := startGateway(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m", "--max-concurrent-requests", "2")
 	release := make(chan struct{})
 	held := holdStreams(t, g, u, 2, release, "hello")
-	r := post(t, g, "/v1/completions", completion)
-	wantError(t, "third request", r, http.StatusTooManyRequests, "too_many_concurrent_requests")
-	if r.header.Get("Retry-After") != "1" {
-		t.Errorf("Retry-After %q, want 1", r.header.Get("Retry-After"))
-	}
+	wantRetry(t, "third request", post(t, g, "/v1/completions", completion), http.StatusTooManyRequests, "too_many_concurrent_requests")
 	close(release)
 	held.Wait()
 	if r := post(t, g, "/v1/completions", completion); r.status != http.StatusOK {
@@ -220,10 +208,7 @@ func TestConnectionCapAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the connection over the cap got no answer: %v", err)
 	}
-	wantError(t, "third connection", r, http.StatusServiceUnavailable, "too_many_connections")
-	if r.header.Get("Retry-After") != "1" {
-		t.Errorf("Retry-After %q, want 1", r.header.Get("Retry-After"))
-	}
+	wantRetry(t, "third connection", r, http.StatusServiceUnavailable, "too_many_connections")
 	first.Close()
 	waitFor(t, "the closed connection's slot is free", func() bool { return g.OpenConnections() == 1 })
 	if r, err := healthz(dial(t, g)); err != nil || r.status != http.StatusOK {
@@ -246,11 +231,7 @@ func TestBufferBudgetAnswers503(t *testing.T) {
 	if used := g.budget.used.Load(); used != 1960 {
 		t.Errorf("budget used %d during the held request, want 1960", used)
 	}
-	r := post(t, g, "/v1/completions", completion)
-	wantError(t, "a body over what is left", r, http.StatusServiceUnavailable, "buffer_budget_exhausted")
-	if r.header.Get("Retry-After") != "1" {
-		t.Errorf("Retry-After %q, want 1", r.header.Get("Retry-After"))
-	}
+	wantRetry(t, "a body over what is left", post(t, g, "/v1/completions", completion), http.StatusServiceUnavailable, "buffer_budget_exhausted")
 	close(release)
 	held.Wait()
 	waitFor(t, "the budget is whole", func() bool { return g.budget.used.Load() == 0 })
@@ -259,13 +240,7 @@ func TestBufferBudgetAnswers503(t *testing.T) {
 		// A body of unknown length goes chunked.
 		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/v1/completions", io.NopCloser(strings.NewReader(body)))
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return response{resp.StatusCode, resp.Header, string(b)}
+		return send(t, http.DefaultClient, req)
 	}
 	if r := chunked(completion); r.status != http.StatusOK {
 		t.Errorf("a small chunked body: %d %s", r.status, r.body)
@@ -286,13 +261,8 @@ func TestEveryFrontDoorErrorIsOpenAIJSON(t *testing.T) {
 		http.StatusUnsupportedMediaType, "unsupported_media_type")
 	wantError(t, "no content type", post(t, g, "/v1/completions", completion, "Content-Type", ""),
 		http.StatusUnsupportedMediaType, "unsupported_media_type")
-	resp, err := http.Get("http://" + g.Addr() + "/v1/completions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	wantError(t, "GET on a POST route", response{resp.StatusCode, resp.Header, string(b)}, http.StatusMethodNotAllowed, "method_not_allowed")
+	get, _ := http.NewRequest(http.MethodGet, "http://"+g.Addr()+"/v1/completions", nil)
+	wantError(t, "GET on a POST route", send(t, http.DefaultClient, get), http.StatusMethodNotAllowed, "method_not_allowed")
 	if n := len(u.got()); n != 0 {
 		t.Errorf("the server got %d of these requests", n)
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,11 +15,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/igw-dev/igw/internal/proc"
 )
 
 // The gateway as its command runs it: cmd/igw-gateway built once per test
-// binary and started as a subprocess, so signals, the exit code and the
-// process's memory are the real ones.
+// binary into a temporary directory and started as a subprocess, so signals,
+// the exit code and the process's memory are the real ones.
 
 var gatewayBinary struct {
 	once sync.Once
@@ -57,81 +58,16 @@ func buildGateway(t *testing.T) string {
 	return b.path
 }
 
-// gatewayProcess is a running igw-gateway.
-type gatewayProcess struct {
-	cmd    *exec.Cmd
-	addr   string
-	stderr *strings.Builder
-	exited chan error
-}
-
-// startGatewayProcess starts igw-gateway with args and waits for its address.
-func startGatewayProcess(t *testing.T, args ...string) *gatewayProcess {
+// startGatewayProcess starts igw-gateway on a free port with args and
+// returns once it serves /healthz; it is stopped when the test ends.
+func startGatewayProcess(t *testing.T, args ...string) *proc.Proc {
 	t.Helper()
-	p := &gatewayProcess{cmd: exec.Command(buildGateway(t), append([]string{"--port", "0"}, args...)...),
-		stderr: &strings.Builder{}, exited: make(chan error, 1)}
-	p.cmd.Stderr = &lockedWriter{w: p.stderr}
-	stdout, err := p.cmd.StdoutPipe()
+	p, err := proc.Start(context.Background(), "igw-gateway", buildGateway(t), append([]string{"--port", "0"}, args...), "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "listening on http://"); ok {
-				addr <- rest
-			}
-		}
-	}()
-	go func() { p.exited <- p.cmd.Wait() }()
-	select {
-	case p.addr = <-addr:
-	case err := <-p.exited:
-		p.exited <- err
-		t.Fatalf("igw-gateway exited at start: %v\n%s", err, p.stderr)
-	case <-time.After(30 * time.Second):
-		t.Fatal("igw-gateway did not start listening")
-	}
+	t.Cleanup(p.Stop)
 	return p
-}
-
-// wait returns the process's exit code once it exits within timeout.
-func (p *gatewayProcess) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(timeout):
-		t.Fatalf("igw-gateway still running after %v", timeout)
-		return -1
-	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
 
 // TestSIGTERMDrainsStreamsAndExitsZero: on SIGTERM the gateway stops
@@ -159,10 +95,10 @@ func TestSIGTERMDrainsStreamsAndExitsZero(t *testing.T) {
 			}
 			p := startGatewayProcess(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m",
 				"--shutdown-grace", tc.grace.String())
-			if host, _, _ := net.SplitHostPort(p.addr); host != "127.0.0.1" {
-				t.Errorf("igw-gateway listens on %s by default, want loopback", p.addr)
+			if host, _, _ := net.SplitHostPort(p.Addr); host != "127.0.0.1" {
+				t.Errorf("igw-gateway listens on %s by default, want loopback", p.Addr)
 			}
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+p.addr+"/v1/completions",
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, p.URL+"/v1/completions",
 				strings.NewReader(`{"model":"m","prompt":"hello","max_tokens":3,"stream":true}`))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
@@ -176,11 +112,11 @@ func TestSIGTERMDrainsStreamsAndExitsZero(t *testing.T) {
 			}
 
 			t0 := time.Now()
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := p.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, "the port stops accepting", func() bool {
-				c, err := net.DialTimeout("tcp", p.addr, 100*time.Millisecond)
+				c, err := net.DialTimeout("tcp", p.Addr, 100*time.Millisecond)
 				if err == nil {
 					c.Close()
 				}
@@ -192,14 +128,14 @@ func TestSIGTERMDrainsStreamsAndExitsZero(t *testing.T) {
 			if whole != tc.wantWhole {
 				t.Errorf("stream whole: %v, want %v (rest %q)", whole, tc.wantWhole, rest)
 			}
-			if code := p.wait(t, tc.maxShutdown+5*time.Second); code != 0 {
-				t.Errorf("exit code %d after SIGTERM, want 0\n%s", code, p.stderr)
+			if code, exited := p.ExitCode(tc.maxShutdown + 5*time.Second); !exited || code != 0 {
+				t.Errorf("after SIGTERM: exited %v with code %d, want 0\n%s", exited, code, p.Stderr())
 			}
 			if took := time.Since(t0); took > tc.maxShutdown {
 				t.Errorf("shutdown took %v, want under %v", took, tc.maxShutdown)
 			}
-			if !strings.Contains(p.stderr.String(), "gateway draining") {
-				t.Errorf("no drain in the log:\n%s", p.stderr)
+			if !strings.Contains(p.Stderr(), "gateway draining") {
+				t.Errorf("no drain in the log:\n%s", p.Stderr())
 			}
 		})
 	}
