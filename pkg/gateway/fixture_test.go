@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -212,6 +213,29 @@ func send(t *testing.T, client *http.Client, req *http.Request) response {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return response{resp.StatusCode, resp.Header, string(b)}
+}
+
+// openStream posts a streamed completion to the gateway at baseURL and
+// returns the response once its first event has arrived, with the reader of
+// the rest; the body is closed when the test ends.
+func openStream(t *testing.T, baseURL string) *bufio.Reader {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, baseURL+"/v1/completions",
+		strings.NewReader(`{"model":"m","prompt":"hello","max_tokens":3,"stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("content type %q", ct)
+	}
+	lines := bufio.NewReader(resp.Body)
+	if first, _ := lines.ReadString('\n'); !strings.Contains(first, `"text":"a"`) {
+		t.Fatalf("first line %q, want the first event", first)
+	}
+	return lines
 }
 
 // openAIError decodes the OpenAI error shape, failing the test on any other shape.

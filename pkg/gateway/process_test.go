@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -98,18 +97,7 @@ func TestSIGTERMDrainsStreamsAndExitsZero(t *testing.T) {
 			if host, _, _ := net.SplitHostPort(p.Addr); host != "127.0.0.1" {
 				t.Errorf("igw-gateway listens on %s by default, want loopback", p.Addr)
 			}
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, p.URL+"/v1/completions",
-				strings.NewReader(`{"model":"m","prompt":"hello","max_tokens":3,"stream":true}`))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			lines := bufio.NewReader(resp.Body)
-			if first, _ := lines.ReadString('\n'); !strings.Contains(first, `"text":"a"`) {
-				t.Fatalf("first line %q", first)
-			}
+			lines := openStream(t, p.URL)
 
 			t0 := time.Now()
 			if err := p.Signal(syscall.SIGTERM); err != nil {
