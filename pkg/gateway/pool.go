@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/config"
@@ -29,6 +30,11 @@ type pool struct {
 	watcher *config.Watcher // igw with an eppConfig file
 	scraper *telemetry.Scraper
 	lister  *telemetry.ModelLister // igw: which endpoints serve which adapters
+
+	// scraped is when each endpoint last answered a scrape (gateway time),
+	// whichever picker takes the samples: readiness counts it live.
+	scrapedMu sync.Mutex
+	scraped   map[string]time.Time
 }
 
 func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error) {
@@ -80,7 +86,8 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 	}
 	if telemetryWanted {
 		p.scraper = &telemetry.Scraper{Store: p.store, Sink: p.picker, Interval: c.Wall(o.ScrapeInterval),
-			Timeout: c.Wall(o.ScrapeTimeout), Path: o.MetricsPath, Log: log, Now: c.Now}
+			Timeout: c.Wall(o.ScrapeTimeout), Path: o.MetricsPath, Log: log, Now: c.Now, Observe: p.observeScrape}
+		p.scraped = map[string]time.Time{}
 	}
 	return p, nil
 }
@@ -122,6 +129,16 @@ func (p *pool) ready(window time.Duration) (live int, configured bool, detail ma
 	return live, configured, detail
 }
 
+func (p *pool) observeScrape(endpoint string, err error, _ time.Duration) {
+	if err != nil {
+		return
+	}
+	now := p.now()
+	p.scrapedMu.Lock()
+	defer p.scrapedMu.Unlock()
+	p.scraped[endpoint] = now
+}
+
 // liveEndpoints counts the endpoints that are not ejected after failures
 // and, when the pool scrapes telemetry, answered a scrape within window (of
 // gateway time): a dead pod stops answering scrapes long before its entry
@@ -129,15 +146,14 @@ func (p *pool) ready(window time.Duration) (live int, configured bool, detail ma
 func (p *pool) liveEndpoints(window time.Duration) int {
 	now := p.now()
 	n := 0
-	var v datastore.View
+	p.scrapedMu.Lock()
+	defer p.scrapedMu.Unlock()
 	for _, st := range p.store.Endpoints(nil) {
 		if st.Ejected(now) {
 			continue
 		}
-		if p.scraper != nil {
-			if st.View(now, window, &v); v.Stale {
-				continue
-			}
+		if p.scraper != nil && now.Sub(p.scraped[st.Key()]) > window {
+			continue
 		}
 		n++
 	}
