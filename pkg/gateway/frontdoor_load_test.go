@@ -65,7 +65,8 @@ func TestSlowUploadsAtScaleAreCut(t *testing.T) {
 	}()
 	waitFor(t, "the gateway holds every connection", func() bool { return g.OpenConnections() == uploads })
 
-	// One goroutine trickles a chunk into every connection still open.
+	// One goroutine trickles a chunk into every upload once its headers are sent.
+	started := make([]atomic.Bool, uploads)
 	trickling := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(200 * time.Millisecond)
@@ -76,7 +77,10 @@ func TestSlowUploadsAtScaleAreCut(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			for _, c := range conns {
+			for i, c := range conns {
+				if !started[i].Load() {
+					continue
+				}
 				_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 				_, _ = io.WriteString(c, "1\r\n \r\n")
 			}
@@ -89,10 +93,11 @@ func TestSlowUploadsAtScaleAreCut(t *testing.T) {
 		failures []string
 	)
 	t0 := time.Now()
-	for _, c := range conns {
+	for i, c := range conns {
 		wg.Go(func() {
 			start := time.Now()
 			_, _ = io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+			started[i].Store(true)
 			r, err := readRaw(c, timeout+20*time.Second)
 			mu.Lock()
 			defer mu.Unlock()
