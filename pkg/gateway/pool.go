@@ -148,7 +148,18 @@ func (p *pool) liveEndpoints(window time.Duration) int {
 	n := 0
 	p.scrapedMu.Lock()
 	defer p.scrapedMu.Unlock()
-	for _, st := range p.store.Endpoints(nil) {
+	eps := p.store.Endpoints(nil)
+	if len(p.scraped) > 2*len(eps)+16 {
+		// Endpoints removed from the file: forget them.
+		current := make(map[string]time.Time, len(eps))
+		for _, st := range eps {
+			if at, ok := p.scraped[st.Key()]; ok {
+				current[st.Key()] = at
+			}
+		}
+		p.scraped = current
+	}
+	for _, st := range eps {
 		if st.Ejected(now) {
 			continue
 		}
