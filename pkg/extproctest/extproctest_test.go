@@ -487,6 +487,31 @@ func TestTrailersCloseTheStreamedBody(t *testing.T) {
 // passThroughWithResponse answers the request at once and plays back the response
 // body in upper case, one reply per chunk, setting metadata along the way.
 func passThroughWithResponse(rec *recorder) scripted {
+	return replyEach(func(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+		rec.add(m)
+		var reply *extprocv3.ProcessingResponse
+		switch {
+		case m.GetRequestHeaders() != nil:
+			reply = headersReply(requestPath, &extprocv3.CommonResponse{})
+			reply.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"envoy.lb": map[string]any{"a": "1"}})
+		case m.GetRequestBody() != nil:
+			b := m.GetRequestBody()
+			reply = bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: streamed(b.GetBody(), b.GetEndOfStream())})
+			reply.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"envoy.lb": map[string]any{"b": "2"}})
+		case m.GetResponseHeaders() != nil:
+			reply = headersReply(responsePath, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+				SetHeaders: []*corev3.HeaderValueOption{setRaw("x-served-by", "pod-1")}}})
+		case m.GetResponseBody() != nil:
+			b := m.GetResponseBody()
+			reply = bodyReply(responsePath, &extprocv3.CommonResponse{BodyMutation: streamed(bytes.ToUpper(b.GetBody()), b.GetEndOfStream())})
+		}
+		return reply
+	})
+}
+
+// replyEach is a server that answers every message it receives with what
+// reply makes of it, until the client half-closes.
+func replyEach(reply func(*extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse) scripted {
 	return scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
 		for {
 			m, err := s.Recv()
@@ -496,24 +521,7 @@ func passThroughWithResponse(rec *recorder) scripted {
 			if err != nil {
 				return err
 			}
-			rec.add(m)
-			var reply *extprocv3.ProcessingResponse
-			switch {
-			case m.GetRequestHeaders() != nil:
-				reply = headersReply(requestPath, &extprocv3.CommonResponse{})
-				reply.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"envoy.lb": map[string]any{"a": "1"}})
-			case m.GetRequestBody() != nil:
-				b := m.GetRequestBody()
-				reply = bodyReply(requestPath, &extprocv3.CommonResponse{BodyMutation: streamed(b.GetBody(), b.GetEndOfStream())})
-				reply.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"envoy.lb": map[string]any{"b": "2"}})
-			case m.GetResponseHeaders() != nil:
-				reply = headersReply(responsePath, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-					SetHeaders: []*corev3.HeaderValueOption{setRaw("x-served-by", "pod-1")}}})
-			case m.GetResponseBody() != nil:
-				b := m.GetResponseBody()
-				reply = bodyReply(responsePath, &extprocv3.CommonResponse{BodyMutation: streamed(bytes.ToUpper(b.GetBody()), b.GetEndOfStream())})
-			}
-			if err := s.Send(reply); err != nil {
+			if err := s.Send(reply(m)); err != nil {
 				return err
 			}
 		}

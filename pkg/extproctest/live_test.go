@@ -51,19 +51,7 @@ func TestLiveStreamsTheResponseAsItArrives(t *testing.T) {
 		t.Fatalf("headers: %d %v, body %q", w.Code, w.Header(), got)
 	}
 	// Each chunk must reach the client before the upstream sends the next.
-	for _, chunk := range []string{"data: a\n\n", "data: b\n\n"} {
-		if _, err := send.Write([]byte(chunk)); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case got := <-w.flushed:
-			if want := string(bytes.ToUpper([]byte(chunk))); got != want {
-				t.Fatalf("client got %q, want %q", got, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("chunk %q did not reach the client while the upstream was still open", chunk)
-		}
-	}
+	expectEachChunkFlushed(t, send, w, "data: a\n\n", "data: b\n\n")
 	send.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -147,33 +135,19 @@ func TestLiveUpstreamFailureEndsTheExchange(t *testing.T) {
 // request and STREAMED response modes: one reply per message, each response
 // chunk replaced by its upper case.
 func upperCasingStreamedServer() scripted {
-	return scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
-		for {
-			m, err := s.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			var reply *extprocv3.ProcessingResponse
-			switch {
-			case m.GetRequestHeaders() != nil:
-				reply = headersReply(requestPath, &extprocv3.CommonResponse{})
-			case m.GetRequestBody() != nil:
-				reply = bodyReply(requestPath, &extprocv3.CommonResponse{})
-			case m.GetResponseHeaders() != nil:
-				reply = headersReply(responsePath, &extprocv3.CommonResponse{})
-			case m.GetResponseBody() != nil:
-				upper := bytes.ToUpper(m.GetResponseBody().GetBody())
-				reply = bodyReply(responsePath, &extprocv3.CommonResponse{
-					BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: upper}}})
-			}
-			if err := s.Send(reply); err != nil {
-				return err
-			}
+	return replyEach(func(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+		switch {
+		case m.GetRequestHeaders() != nil:
+			return headersReply(requestPath, &extprocv3.CommonResponse{})
+		case m.GetRequestBody() != nil:
+			return bodyReply(requestPath, &extprocv3.CommonResponse{})
+		case m.GetResponseHeaders() != nil:
+			return headersReply(responsePath, &extprocv3.CommonResponse{})
 		}
-	}}
+		upper := bytes.ToUpper(m.GetResponseBody().GetBody())
+		return bodyReply(responsePath, &extprocv3.CommonResponse{
+			BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: upper}}})
+	})
 }
 
 func TestLiveStreamedResponseModeForwardsEachRepliedChunk(t *testing.T) {
@@ -191,8 +165,25 @@ func TestLiveStreamedResponseModeForwardsEachRepliedChunk(t *testing.T) {
 	if got := <-w.flushed; got != "" || w.Code != 200 {
 		t.Fatalf("headers: %d, body %q", w.Code, got)
 	}
-	for _, chunk := range []string{"data: a\n\n", "data: b\n\n"} {
-		if _, err := send.Write([]byte(chunk)); err != nil {
+	expectEachChunkFlushed(t, send, w, "data: a\n\n", "data: b\n\n")
+	send.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Body.String() != "DATA: A\n\nDATA: B\n\n" {
+		t.Fatalf("client body %q", w.Body.String())
+	}
+}
+
+// expectEachChunkFlushed writes each chunk upstream and requires it to reach
+// the client, upper-cased by the server, before the next is written.
+func expectEachChunkFlushed(t *testing.T, upstream io.Writer, w *chunkWriter, chunks ...string) {
+	t.Helper()
+	for _, chunk := range chunks {
+		if _, err := upstream.Write([]byte(chunk)); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -203,15 +194,5 @@ func TestLiveStreamedResponseModeForwardsEachRepliedChunk(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("chunk %q did not reach the client while the upstream was still open", chunk)
 		}
-	}
-	send.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if w.Body.String() != "DATA: A\n\nDATA: B\n\n" {
-		t.Fatalf("client body %q", w.Body.String())
 	}
 }
