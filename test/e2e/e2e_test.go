@@ -394,7 +394,8 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 
 		By("requests go through the leader only")
 		scored := func(p *process) float64 {
-			return testutil.ToFloat64(p.EPP.Metrics.Decisions.WithLabelValues(director.ReasonScored))
+			return testutil.ToFloat64(p.EPP.Metrics.Decisions.WithLabelValues(director.ReasonScored)) +
+				testutil.ToFloat64(p.EPP.Metrics.Decisions.WithLabelValues(director.ReasonProbe))
 		}
 		for i := range 4 {
 			got := chat(oai, llamaModel, i%2 == 1)

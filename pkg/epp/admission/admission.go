@@ -87,6 +87,23 @@ func (p Policy) Overloaded(v *datastore.View, waitSeconds float64) bool {
 		(p.MaxInterTokenSeconds > 0 && v.Speed.DecodeSamples > 0 && v.Speed.InterTokenSeconds > p.MaxInterTokenSeconds)
 }
 
+// WithinBounds appends to out the candidates that are not overloaded, so
+// that a request goes where it can keep both its first-token and its
+// per-token latency while such an endpoint exists, rather than where its
+// first token alone comes soonest (a slow GPU's idle queue, whose decode
+// then misses the per-token bound). With no bound set it returns cands.
+func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, m latency.Model, out []*datastore.View) []*datastore.View {
+	if !p.Enabled || p.MaxWaitSeconds <= 0 && p.MaxInterTokenSeconds <= 0 {
+		return cands
+	}
+	for _, v := range cands {
+		if v.Stale || !p.Overloaded(v, m.DrainSeconds(v.Queue(), promptTokens)) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // Decision is the outcome for one request.
 type Decision struct {
 	Shed bool

@@ -129,6 +129,8 @@ type View struct {
 	// stalled, or at its slow-start cap; health.go). The picker ignores it
 	// when every endpoint is to be avoided.
 	Avoid bool
+	// LastPickAt is when the picker last sent a request here (zero: never).
+	LastPickAt time.Time
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:

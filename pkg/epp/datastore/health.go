@@ -3,6 +3,8 @@ package datastore
 import (
 	"net/http"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 // Passive health: what the response path reports about an endpoint decides
@@ -29,7 +31,11 @@ const (
 	// loading adapters looked hung (multi-lora, des, seeds 1-3: P99 TTFT
 	// 1.72/6.94/4.97 s against 1.49/4.71/1.51 s at 1.5 s); at 1.5 s a hung
 	// pod's last pick still comes within 1.6 s (fault-hang, same seeds).
-	StallAfter = 1500 * time.Millisecond
+	// The bound grows with the oldest request's predicted time to first
+	// token (stallPredictedFactor times it): a long prompt on a slow GPU is
+	// seconds of honest work without a token, not a hang.
+	StallAfter           = 1500 * time.Millisecond
+	stallPredictedFactor = 2
 )
 
 // health is an endpoint's passive health, guarded by EndpointState.mu.
@@ -85,8 +91,9 @@ func (s *EndpointState) avoidLocked(now time.Time) bool {
 		return true
 	}
 	if len(s.queue) > 0 {
-		oldest := s.queue[0].PickedAt
-		if now.Sub(oldest) > StallAfter && now.Sub(later(oldest, h.lastProgress)) > StallAfter {
+		oldest := s.queue[0]
+		bound := max(StallAfter, stallPredictedFactor*oldest.predictedTTFT)
+		if now.Sub(oldest.PickedAt) > bound && now.Sub(latency.Later(oldest.PickedAt, h.lastProgress)) > bound {
 			return true
 		}
 	}
@@ -99,12 +106,6 @@ func (s *EndpointState) avoidLocked(now time.Time) bool {
 	return false
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
 
 // ObserveFailure ends r at now as a failure with the server's status (0:
 // none came — refused, reset, or timed out before the first byte): nothing

@@ -35,6 +35,9 @@ type Request struct {
 	// loadsAdapter: the adapter was neither running there nor sent there since
 	// the sample, so the server probably loads it for this request.
 	loadsAdapter bool
+	// predictedTTFT is its time to first token as the learned speed predicted
+	// it at the pick: how long it may wait before the endpoint looks hung.
+	predictedTTFT time.Duration
 	// skipped: a request picked after this one got its first token first, so
 	// the server passed this one over (waiting for an adapter slot or memory).
 	skipped bool
@@ -73,6 +76,7 @@ type EndpointState struct {
 	queue            []*Request
 	skippedTokens    int64
 	picksSince       int
+	lastPickAt       time.Time
 	firstTokensSince int
 	finishedSince    int
 	meanPrompt       float64
@@ -162,6 +166,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked(now)
+	s.learner.Relax(now, s.pendingFirstToken == 0)
 	*v = View{
 		ID: s.id, Key: s.key, Labels: s.endpoint.Labels,
 		Metrics: s.metrics, HasMetrics: s.hasMetrics,
@@ -169,7 +174,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
 		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
 		MeanPromptTokens: s.meanPrompt, Speed: s.learner.Speed(), AdaptersSinceSample: s.adaptersSince,
-		Models: s.models, Avoid: s.avoidLocked(now),
+		Models: s.models, Avoid: s.avoidLocked(now), LastPickAt: s.lastPickAt,
 	}
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness
@@ -183,6 +188,8 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 	s.drainLocked(now)
 	r.PickedAt = now
 	r.WorkAhead = s.backlog
+	r.predictedTTFT = s.learner.PredictFirstToken(r.WorkAhead+float64(r.UncachedTokens), r.ChunkTokens)
+	s.lastPickAt = latency.Later(s.lastPickAt, now)
 	s.inFlight++
 	s.pendingFirstToken++
 	s.pendingPrefillTokens += int64(r.UncachedTokens)

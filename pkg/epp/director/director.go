@@ -28,6 +28,7 @@ import (
 // Reasons a decision is counted under.
 const (
 	ReasonScored       = "scored"
+	ReasonProbe        = "probe"
 	ReasonNoEndpoints  = "no-endpoints"
 	ReasonNoSubset     = "no-subset-match"
 	ReasonAllStale     = "all-stale"
@@ -43,7 +44,7 @@ const (
 )
 
 // Reasons lists every reason, for pre-creating metric series.
-var Reasons = []string{ReasonScored, ReasonNoEndpoints, ReasonNoSubset, ReasonAllStale, ReasonAllFiltered, ReasonShed, ReasonCanceled}
+var Reasons = []string{ReasonScored, ReasonProbe, ReasonNoEndpoints, ReasonNoSubset, ReasonAllStale, ReasonAllFiltered, ReasonShed, ReasonCanceled}
 
 // StalePolicy says what a stale endpoint is.
 type StalePolicy string
@@ -102,6 +103,8 @@ type cycle struct {
 	states []*datastore.EndpointState
 	byID   []*datastore.EndpointState
 	cands  []*datastore.View
+	// within is the candidates inside the admission bounds.
+	within []*datastore.View
 	subset map[string]struct{}
 }
 
@@ -253,10 +256,20 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	}
 	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
 	// the configured filters leave nothing else.
+	// Endpoints over the admission bounds compete only when no other one passes them.
 	var survivors []*datastore.View
 	var ranking []int
-	if h := healthy(c.cands); h != nil {
-		survivors, ranking = p.Profile.Run(c.Cycle, h)
+	within := p.Admission.WithinBounds(c.cands, c.PromptTokens, p.Latency, c.within[:0])
+	c.within = within
+	if len(within) > 0 && len(within) < len(c.cands) {
+		if h := healthy(within); h != nil {
+			survivors, ranking = p.Profile.Run(c.Cycle, h)
+		}
+	}
+	if len(ranking) == 0 {
+		if h := healthy(c.cands); h != nil {
+			survivors, ranking = p.Profile.Run(c.Cycle, h)
+		}
 	}
 	if len(ranking) == 0 {
 		survivors, ranking = p.Profile.Run(c.Cycle, c.cands)
@@ -264,8 +277,13 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	if len(ranking) == 0 {
 		return &Result{Reason: ReasonAllFiltered}, apierror.Unavailable("no endpoint passed the configured filters")
 	}
+	reason := ReasonScored
+	if i := probeTarget(c.Cycle, survivors, ranking, now); i > 0 {
+		ranking[0], ranking[i] = ranking[i], ranking[0]
+		reason = ReasonProbe
+	}
 	primary := survivors[ranking[0]]
-	res := &Result{Primary: primary.Key, Reason: ReasonScored, Endpoint: c.byID[primary.ID]}
+	res := &Result{Primary: primary.Key, Reason: reason, Endpoint: c.byID[primary.ID]}
 	if len(ranking) > 1 {
 		res.Fallbacks = make([]string, len(ranking)-1)
 		for i, r := range ranking[1:] {
@@ -286,6 +304,58 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	res.Endpoint.Picked(res.Request, now)
 	c.RecordPick(primary.ID)
 	return res, nil
+}
+
+// ProbeAfter is how long an endpoint that passes the filters may go without
+// a pick before a request is sent there to measure it again (an
+// exploratory pick). Learning happens only on traffic: an endpoint that
+// looked slow once (a pause, a restart) would otherwise never be measured
+// again, and a whole GPU would be lost to the fleet.
+const ProbeAfter = 2 * time.Second
+
+// probeTarget is the position in ranking (> 0) of the endpoint to probe
+// with this request, or 0 for none: the healthy endpoint idle longest past
+// ProbeAfter with nothing of the picker's in flight. An endpoint never
+// picked is not probed: its priors, optimistic, draw traffic to it. Only a request whose
+// uncached prompt is at most the fleet's mean serves as a probe, so that a
+// slow GPU is measured with small work, not handed a long prompt.
+func probeTarget(c *scheduling.Cycle, survivors []*datastore.View, ranking []int, now time.Time) int {
+	best := 0
+	var idleSince time.Time
+	var mean float64
+	for pos, r := range ranking[1:] {
+		v := survivors[r]
+		if v.Stale || v.Avoid || v.InFlight > 0 || v.LastPickAt.IsZero() || now.Sub(v.LastPickAt) < ProbeAfter {
+			continue
+		}
+		if mean == 0 {
+			mean = meanPrompt(survivors)
+		}
+		if float64(c.UncachedTokens(v)) > mean {
+			continue
+		}
+		if best == 0 || v.LastPickAt.Before(idleSince) {
+			best, idleSince = pos+1, v.LastPickAt
+		}
+	}
+	return best
+}
+
+// meanPrompt is the mean uncached prompt sent to the endpoints (the
+// default prompt before any was sent).
+func meanPrompt(views []*datastore.View) float64 {
+	var sum float64
+	var n int
+	for _, v := range views {
+		if v.MeanPromptTokens > 0 {
+			sum += v.MeanPromptTokens
+			n++
+		}
+	}
+	if n == 0 {
+		return latency.DefaultPromptTokens
+	}
+	return sum / float64(n)
 }
 
 // healthy returns the candidates not to avoid (datastore/health.go), or nil

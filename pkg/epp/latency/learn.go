@@ -39,6 +39,14 @@ const (
 	maxAdapterLoadSeconds = 2.0
 	// maxGapSlowdown caps one inter-token gap, in decode steps, in the mean.
 	maxGapSlowdown = 8.0
+	// An endpoint that shows the picker nothing (no request of its waits
+	// there) for relaxGrace forgets what it learned, its figures moving
+	// toward the priors with time constant relaxSeconds. Learning happens
+	// only on traffic, and an endpoint that looks slow gets none: without
+	// this, a pod that once paused (a restart, a GPU hiccup) kept the rate it
+	// showed then, and no traffic ever came to correct it.
+	relaxGrace   = 5 * time.Second
+	relaxSeconds = 15.0
 )
 
 // Learner learns one endpoint's Speed online from the timings of the
@@ -57,6 +65,8 @@ type Learner struct {
 	lastFirstTokenAt time.Time
 	// lastStepAt is when the latest engine step was observed.
 	lastStepAt time.Time
+	// relaxedAt is when Relax last moved the figures toward the priors.
+	relaxedAt time.Time
 }
 
 // NewLearner returns a learner that knows nothing yet: its speed is priors.
@@ -71,6 +81,47 @@ func (l *Learner) Speed() Speed { return l.speed }
 // PrefillRate is the learned prefill rate in tokens per second: what the
 // picker's own backlog there drains at.
 func (l *Learner) PrefillRate() float64 { return l.speed.PrefillTokensPerSecond }
+
+// PredictFirstToken is the time to prefill work tokens at the learned speed,
+// in steps of chunkTokens.
+func (l *Learner) PredictFirstToken(work float64, chunkTokens int) time.Duration {
+	return time.Duration(Model{ChunkTokens: chunkTokens}.PrefillSeconds(l.speed, work) * float64(time.Second))
+}
+
+// Relax moves the learned figures toward the priors for the time since the
+// last observation (less relaxGrace), when idle says the endpoint has no
+// request of the picker's waiting there; otherwise the clock only advances.
+// The rate moves arithmetically (a collapsed rate of 44 tokens/s is half way
+// back to a prior of 2,000 after a time constant's ln 2, not still near 88),
+// so that an idle endpoint soon looks fast enough to be tried again.
+func (l *Learner) Relax(now time.Time, idle bool) {
+	from := Later(l.relaxedAt, Later(l.lastFirstTokenAt, l.lastStepAt).Add(relaxGrace))
+	if !now.After(l.relaxedAt) {
+		return
+	}
+	l.relaxedAt = now
+	if !idle || !now.After(from) || l.lastFirstTokenAt.IsZero() && l.lastStepAt.IsZero() {
+		return
+	}
+	keep := math.Exp(-now.Sub(from).Seconds() / relaxSeconds)
+	sp, pr := &l.speed, l.priors
+	if sp.PrefillSamples > 0 && l.prefillWork > 0 {
+		sp.PrefillTokensPerSecond = pr.PrefillTokensPerSecond + keep*(sp.PrefillTokensPerSecond-pr.PrefillTokensPerSecond)
+		l.prefillTime = l.prefillWork / sp.PrefillTokensPerSecond
+	}
+	if sp.DecodeSamples > 0 {
+		sp.DecodeStepSeconds = pr.DecodeStepSeconds + keep*(sp.DecodeStepSeconds-pr.DecodeStepSeconds)
+		sp.InterTokenSeconds = pr.DecodeStepSeconds + keep*(sp.InterTokenSeconds-pr.DecodeStepSeconds)
+	}
+}
+
+// Later is the later of a and b.
+func Later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 // FirstToken is one request's first token as the endpoint's accounting saw it.
 type FirstToken struct {
