@@ -106,7 +106,6 @@ func (s *EndpointState) avoidLocked(now time.Time) bool {
 	return false
 }
 
-
 // ObserveFailure ends r at now as a failure with the server's status (0:
 // none came — refused, reset, or timed out before the first byte): nothing
 // is learned from its timing, and a server error or a missing status counts
