@@ -2,6 +2,7 @@ package admission
 
 import (
 	"testing"
+	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
@@ -29,7 +30,7 @@ func TestOverloadBoundsShedAtAnyPriority(t *testing.T) {
 	if d := p.Decide(saturated, 0, 1000, m); d.Shed {
 		t.Errorf("priority 0 on a saturated but not overloaded fleet: %+v", d)
 	}
-	overloaded := []*datastore.View{view(500, 0), view(10, 0.2)}
+	overloaded := []*datastore.View{view(500, 0), view(100, 0.01)}
 	d := p.Decide(overloaded, 0, 1000, m)
 	if !d.Shed || d.RetryAfterSeconds < 1 || d.RetryAfterSeconds > p.MaxRetryAfterSeconds {
 		t.Errorf("priority 0 on an overloaded fleet: %+v", d)
@@ -41,5 +42,29 @@ func TestOverloadBoundsShedAtAnyPriority(t *testing.T) {
 	off.MaxWaitSeconds, off.MaxInterTokenSeconds = 0, 0
 	if d := off.Decide(overloaded, 0, 1000, m); d.Shed {
 		t.Errorf("bounds off: %+v", d)
+	}
+}
+
+// Tokens far apart mark an endpoint busy with the picker's streams
+// overloaded, and picks go elsewhere while another is within the bounds; one
+// with nothing in flight is not judged on its past batch's pace.
+func TestInterTokenBoundSteersPicks(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel
+	slow, idleSlow, fast := view(0, 0.2), view(0, 0.2), view(0, 0.01)
+	slow.InFlight, fast.InFlight = 3, 3
+	if d := p.Decide([]*datastore.View{slow, idleSlow}, 0, 1000, m); d.Shed {
+		t.Errorf("shed with an idle endpoint: %+v", d)
+	}
+	if d := p.Decide([]*datastore.View{slow, slow}, 0, 1000, m); !d.Shed {
+		t.Errorf("not shed with every endpoint decoding at 0.2 s a token: %+v", d)
+	}
+	got := p.WithinBounds([]*datastore.View{slow, idleSlow, fast}, 1000, m, nil)
+	if len(got) != 2 || got[0] != idleSlow || got[1] != fast {
+		t.Errorf("within bounds: %d endpoints, want the idle one and the fast one", len(got))
+	}
+	waiting := view(0, 0.01)
+	waiting.OldestWait = 2 * time.Second
+	if d := p.Decide([]*datastore.View{waiting}, 0, 1000, m); !d.Shed {
+		t.Errorf("a request waiting 2 s there already: not shed")
 	}
 }

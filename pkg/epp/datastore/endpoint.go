@@ -131,6 +131,9 @@ type View struct {
 	Avoid bool
 	// LastPickAt is when the picker last sent a request here (zero: never).
 	LastPickAt time.Time
+	// OldestWait is how long the oldest request of the picker's still
+	// awaiting its first token here has waited (0: none waits).
+	OldestWait time.Duration
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:

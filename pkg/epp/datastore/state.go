@@ -176,6 +176,9 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		MeanPromptTokens: s.meanPrompt, Speed: s.learner.Speed(), AdaptersSinceSample: s.adaptersSince,
 		Models: s.models, Avoid: s.avoidLocked(now), LastPickAt: s.lastPickAt,
 	}
+	if len(s.queue) > 0 {
+		v.OldestWait = now.Sub(s.queue[0].PickedAt)
+	}
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness
 	}

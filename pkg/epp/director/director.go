@@ -256,20 +256,17 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	}
 	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
 	// the configured filters leave nothing else.
-	// Endpoints over the admission bounds compete only when no other one passes them.
+	// Of those, the endpoints within the admission bounds compete alone
+	// while there are any: the request's first token may come sooner on one
+	// over them, but there it would wait or decode past the bounds.
 	var survivors []*datastore.View
 	var ranking []int
-	within := p.Admission.WithinBounds(c.cands, c.PromptTokens, p.Latency, c.within[:0])
-	c.within = within
-	if len(within) > 0 && len(within) < len(c.cands) {
-		if h := healthy(within); h != nil {
-			survivors, ranking = p.Profile.Run(c.Cycle, h)
+	if h := healthy(c.cands); h != nil {
+		h = p.Profile.Filter(c.Cycle, h)
+		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, p.Latency, c.within[:0]); len(c.within) > 0 {
+			h = c.within
 		}
-	}
-	if len(ranking) == 0 {
-		if h := healthy(c.cands); h != nil {
-			survivors, ranking = p.Profile.Run(c.Cycle, h)
-		}
+		survivors, ranking = p.Profile.Run(c.Cycle, h)
 	}
 	if len(ranking) == 0 {
 		survivors, ranking = p.Profile.Run(c.Cycle, c.cands)

@@ -19,12 +19,7 @@ type Profile struct {
 // Run filters cands, scores and ranks the survivors. It returns the survivors
 // and the ranking (indices into them, destination first); both are owned by c.
 func (p *Profile) Run(c *Cycle, cands []*datastore.View) (survivors []*datastore.View, ranking []int) {
-	for _, f := range p.Filters {
-		if len(cands) == 0 {
-			break
-		}
-		cands = f.Filter(c, cands)
-	}
+	cands = p.Filter(c, cands)
 	c.cands = cands
 	if len(cands) == 0 {
 		return cands, nil
@@ -45,6 +40,18 @@ func (p *Profile) Run(c *Cycle, cands []*datastore.View) (survivors []*datastore
 	}
 	c.ranking = p.Picker.Pick(c, cands, c.totals, 1+p.Fallbacks, c.ranking[:0])
 	return cands, c.ranking
+}
+
+// Filter applies the profile's filters to cands (in place) and returns the
+// endpoints that pass them all.
+func (p *Profile) Filter(c *Cycle, cands []*datastore.View) []*datastore.View {
+	for _, f := range p.Filters {
+		if len(cands) == 0 {
+			break
+		}
+		cands = f.Filter(c, cands)
+	}
+	return cands
 }
 
 func grow(s []float64, n int) []float64 {
