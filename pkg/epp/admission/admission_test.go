@@ -50,6 +50,7 @@ func TestOverloadBoundsShedAtAnyPriority(t *testing.T) {
 // with nothing in flight is not judged on its past batch's pace.
 func TestInterTokenBoundSteersPicks(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
+	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.06
 	slow, idleSlow, fast := view(0, 0.2), view(0, 0.2), view(0, 0.01)
 	slow.InFlight, fast.InFlight = 3, 3
 	if d := p.Decide([]*datastore.View{slow, idleSlow}, 0, 1000, m); d.Shed {
