@@ -3,6 +3,7 @@ package bbr
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/igw-dev/igw/internal/extproc"
 	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // BodyMode is how Envoy's ext_proc filter sends request bodies to the router.
@@ -88,6 +90,10 @@ type exchange struct {
 	ignoreBody bool
 
 	session *Session
+	// clientReserved are the reserved headers (pkg/wire.IsReservedHeader) the
+	// request came with: every request loses them, routed or not, so that no
+	// client steers the HTTPRoute match or the picker; the router sets its own.
+	clientReserved []string
 	// chunkEnds are the offsets in session.Body() where Envoy's chunks ended, so
 	// the body goes back in the pieces it came in (each fits Envoy's limits).
 	chunkEnds []int
@@ -147,6 +153,7 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) error {
 }
 
 func (x *exchange) onHeaders(h *extprocv3.HttpHeaders) error {
+	x.clientReserved = reservedHeaders(h.GetHeaders().GetHeaders())
 	if x.ignoreBody {
 		x.session = &Session{passThrough: true}
 		return x.answerHeaders(nil)
@@ -227,9 +234,11 @@ func (x *exchange) decide() error {
 	}
 }
 
+// answerHeaders answers the request headers with mutation, plus the removal
+// of the client's reserved headers.
 func (x *exchange) answerHeaders(mutation *extprocv3.HeaderMutation) error {
 	x.headersAnswered = true
-	return x.send(extproc.RequestHeaders(extproc.Routed(mutation)))
+	return x.send(extproc.RequestHeaders(extproc.Routed(withoutClientHeaders(mutation, x.clientReserved))))
 }
 
 // returnBody sends the held body back unchanged, in the chunks it came in (an
@@ -279,6 +288,38 @@ func headerMutation(d Decision) *extprocv3.HeaderMutation {
 	m := &extprocv3.HeaderMutation{RemoveHeaders: remove}
 	for _, kv := range set {
 		m.SetHeaders = append(m.SetHeaders, extproc.SetHeader(kv[0], kv[1]))
+	}
+	return m
+}
+
+// reservedHeaders lists the reserved headers in Envoy's header map, each once
+// (Envoy sends keys in lower case).
+func reservedHeaders(h []*corev3.HeaderValue) []string {
+	var out []string
+	for _, hv := range h {
+		if k := strings.ToLower(hv.GetKey()); wire.IsReservedHeader(k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// withoutClientHeaders adds the removal of the client's reserved headers to m
+// (nil when there is nothing to do). A header m sets is not removed: the
+// value m sets replaces the client's, whichever order the proxy applies the
+// two lists in.
+func withoutClientHeaders(m *extprocv3.HeaderMutation, clientReserved []string) *extprocv3.HeaderMutation {
+	if len(clientReserved) == 0 {
+		return m
+	}
+	if m == nil {
+		m = &extprocv3.HeaderMutation{}
+	}
+	for _, k := range clientReserved {
+		set := slices.ContainsFunc(m.SetHeaders, func(o *corev3.HeaderValueOption) bool { return strings.EqualFold(o.GetHeader().GetKey(), k) })
+		if !set && !slices.Contains(m.RemoveHeaders, k) {
+			m.RemoveHeaders = append(m.RemoveHeaders, k)
+		}
 	}
 	return m
 }

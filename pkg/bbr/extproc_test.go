@@ -192,24 +192,11 @@ func TestDefaultModelThroughExtProc(t *testing.T) {
 // body goes on exactly as it came, without a route recomputation.
 func TestPassThroughIsUntouched(t *testing.T) {
 	r := NewRouter(RouterConfig{MaxRequestBodyBytes: 1000})
-	multipart := []byte("--x\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n--x--\r\n" + strings.Repeat("a", 3000))
 	for _, m := range bothModes {
 		t.Run(m.name, func(t *testing.T) {
 			c := startRouter(t, r, m.mode, m.client, 500)
-			for _, tc := range []struct {
-				name string
-				req  extproctest.Request
-			}{
-				{"multipart over the JSON limit", request("POST", "/v1/audio/transcriptions", "multipart/form-data; boundary=x", multipart)},
-				{"text that is not JSON", request("POST", "/upload", "text/plain", []byte("{not json"))},
-				{"no content type", request("POST", "/v1/chat/completions", "", []byte(`{"model":"m"}`))},
-				{"GET without a body", request("GET", "/v1/models", "application/json", nil)},
-				{"JSON content type, empty body", request("POST", "/v1/models", "application/json", nil)},
-			} {
+			for _, tc := range passThroughRequests() {
 				t.Run(tc.name, func(t *testing.T) {
-					tc.req.Headers = append(tc.req.Headers, extproctest.Header{Key: wire.HeaderModelName, Value: "client-set"})
-					tc.req.Response = &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200"),
-						Chunks: [][]byte{[]byte("resp"), []byte("onse")}}
 					res := process(t, c, tc.req)
 					if res.ImmediateResponse != nil {
 						t.Fatalf("refused: %d %s", res.ImmediateResponse.Status, res.ImmediateResponse.Body)
@@ -232,6 +219,112 @@ func TestPassThroughIsUntouched(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// passThroughRequests are requests the router does not route on their body,
+// each with a response to play.
+func passThroughRequests() []struct {
+	name string
+	req  extproctest.Request
+} {
+	multipart := []byte("--x\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n--x--\r\n" + strings.Repeat("a", 3000))
+	tcs := []struct {
+		name string
+		req  extproctest.Request
+	}{
+		{"multipart over the JSON limit", request("POST", "/v1/audio/transcriptions", "multipart/form-data; boundary=x", multipart)},
+		{"text that is not JSON", request("POST", "/upload", "text/plain", []byte("{not json"))},
+		{"no content type", request("POST", "/v1/chat/completions", "", []byte(`{"model":"m"}`))},
+		{"GET without a body", request("GET", "/v1/models", "application/json", nil)},
+		{"JSON content type, empty body", request("POST", "/v1/models", "application/json", nil)},
+	}
+	for i := range tcs {
+		tcs[i].req.Response = &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200"),
+			Chunks: [][]byte{[]byte("resp"), []byte("onse")}}
+	}
+	return tcs
+}
+
+// TestClientReservedHeadersAreRemoved: whatever the request, JSON or not,
+// routed or passed through, it leaves the router without the reserved headers
+// (x-gateway-*, x-igw-*) the client sent, except those the router sets itself;
+// the route is recomputed so that no HTTPRoute matched on a client's value.
+func TestClientReservedHeadersAreRemoved(t *testing.T) {
+	r := NewRouter(RouterConfig{MaxRequestBodyBytes: 1000})
+	r.SetAdapters(map[string]string{"lora-a": "base"})
+	spoofed := []extproctest.Header{
+		{Key: wire.HeaderModelName, Value: "other-model"},
+		{Key: wire.HeaderBaseModelName, Value: "other-base"},
+		{Key: wire.HeaderDestinationEndpoint, Value: "10.0.0.9:8000"},
+		{Key: wire.HeaderDebug, Value: "1"},
+		{Key: wire.HeaderPriority, Value: "100"},
+		{Key: "x-igw-anything", Value: "x"},           // any name under the prefixes
+		{Key: "x-gateway-model-name", Value: "again"}, // and repeated
+	}
+	type routed struct {
+		name string
+		req  extproctest.Request
+		// model and base are what the router sets ("" for nothing).
+		model, base string
+	}
+	cases := []routed{
+		{name: "JSON, a base model", req: extproctest.PostJSON("/v1/completions", []byte(`{"model":"m","prompt":"p"}`)), model: "m"},
+		{name: "JSON, an adapter", req: extproctest.PostJSON("/v1/completions", []byte(`{"model":"lora-a","prompt":"p"}`)), model: "lora-a", base: "base"},
+	}
+	for _, tc := range passThroughRequests() {
+		cases = append(cases, routed{name: tc.name, req: tc.req})
+	}
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			c := startRouter(t, r, m.mode, m.client, 64)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					clean := tc.req.Headers
+					tc.req.Headers = append(slices.Clone(clean), spoofed...)
+					res := process(t, c, tc.req)
+					if res.ImmediateResponse != nil {
+						t.Fatalf("refused: %d %s", res.ImmediateResponse.Status, res.ImmediateResponse.Body)
+					}
+					for _, h := range res.RequestHeaders {
+						if !wire.IsReservedHeader(h.Key) {
+							continue
+						}
+						want := map[string]string{wire.HeaderModelName: tc.model, wire.HeaderBaseModelName: tc.base}[h.Key]
+						if h.Value != want {
+							t.Fatalf("%s: %q reaches the routes, want %q (headers %v)", h.Key, h.Value, want, res.RequestHeaders)
+						}
+					}
+					if got := res.RequestHeaders.Values(wire.HeaderModelName); tc.model != "" && len(got) != 1 {
+						t.Fatalf("%s = %q, want [%q]", wire.HeaderModelName, got, tc.model)
+					}
+					if !res.RouteCacheCleared {
+						t.Fatal("route cache not cleared: a route matched on the client's header would stand")
+					}
+					if !bytes.Equal(res.RequestBody, tc.req.Body) {
+						t.Fatalf("body changed: %d bytes in, %d out", len(tc.req.Body), len(res.RequestBody))
+					}
+					for _, h := range clean {
+						if h.Key != "content-length" && res.RequestHeaders.Get(h.Key) != h.Value {
+							t.Fatalf("%s changed: %q, want %q", h.Key, res.RequestHeaders.Get(h.Key), h.Value)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestReservedHeadersRemovedInStreamedMode: in Envoy's STREAMED body mode the
+// router cannot route, but the headers reply still removes the client's
+// reserved headers.
+func TestReservedHeadersRemovedInStreamedMode(t *testing.T) {
+	c := startRouter(t, NewRouter(RouterConfig{}), Streamed, extproctest.Streamed, 8)
+	req := extproctest.PostJSON("/v1/completions", []byte(`{"model":"m","prompt":"p"}`))
+	req.Headers = append(req.Headers, extproctest.Header{Key: wire.HeaderModelName, Value: "spoofed"})
+	res := process(t, c, req)
+	if v, ok := res.RequestHeaders.Lookup(wire.HeaderModelName); ok || !res.RouteCacheCleared {
+		t.Fatalf("%s = %q (present %v), route cache cleared %v", wire.HeaderModelName, v, ok, res.RouteCacheCleared)
 	}
 }
 
