@@ -31,6 +31,14 @@
 //	  shedBelowPriority: 0    # when all are saturated, priorities below this get 429
 //	  maxRetryAfterSeconds: 60
 //	baseModels: []            # model names that are not LoRA adapters (else: x-gateway-base-model-name decides)
+//	trust:                    # request headers the picker acts on; a client can send any
+//	                          # header, so each is off until a trusted source is the only one
+//	                          # that can set it (the body-based router removes every client-sent
+//	                          # x-gateway-*/x-igw-* header, so a filter after it is such a source)
+//	  debugHeader: false      # answer x-igw-debug: 1 with x-igw-score-breakdown (endpoint
+//	                          # addresses and scores); off: the header is ignored
+//	  priorityHeader: false   # take the admission priority from x-igw-priority; off: every
+//	                          # request has priority 0 (shedBelowPriority still applies to it)
 //
 // A scorer, filter or picker may name a type directly when it needs no
 // parameters; a type appearing in plugins under its own name is that instance.
@@ -63,6 +71,13 @@ type Config struct {
 	Latency    *LatencySpec   `json:"latency,omitempty"`
 	Admission  *AdmissionSpec `json:"admission,omitempty"`
 	BaseModels []string       `json:"baseModels,omitempty"`
+	Trust      TrustSpec      `json:"trust,omitempty"`
+}
+
+// TrustSpec says which of the picker's request headers it acts on.
+type TrustSpec struct {
+	DebugHeader    bool `json:"debugHeader,omitempty"`
+	PriorityHeader bool `json:"priorityHeader,omitempty"`
 }
 
 // PluginSpec is one plugin instance.
@@ -224,7 +239,8 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 	prof.Picker = picker
 
 	pl := &director.Pipeline{Profile: prof, Admission: admission.DefaultPolicy, Latency: latency.DefaultModel,
-		BlockTokens: c.Prefix.BlockTokens, MaxPrefixBlocks: DefaultMaxPrefixBlocks, BaseModels: c.BaseModels}
+		BlockTokens: c.Prefix.BlockTokens, MaxPrefixBlocks: DefaultMaxPrefixBlocks, BaseModels: c.BaseModels,
+		Trusted: director.TrustedHeaders{Debug: c.Trust.DebugHeader, Priority: c.Trust.PriorityHeader}}
 	if c.Prefix.BlockTokens < 0 || c.Prefix.BlockTokens > 4096 {
 		return nil, fmt.Errorf("prefix.blockTokens must be in 0..4096, got %d", c.Prefix.BlockTokens)
 	}

@@ -70,6 +70,19 @@ type Pipeline struct {
 	MaxPrefixBlocks int
 	// BaseModels, when set, are the model names that are not LoRA adapters.
 	BaseModels []string
+	// Trusted are the request headers an ext_proc server acts on.
+	Trusted TrustedHeaders
+}
+
+// TrustedHeaders says which of the picker's request headers come from a
+// trusted source, and so are acted on; a header that is not trusted is
+// ignored, since any client could have sent it.
+type TrustedHeaders struct {
+	// Debug: x-igw-debug asks for the score breakdown, which shows endpoint
+	// addresses and scores.
+	Debug bool
+	// Priority: x-igw-priority sets the admission priority.
+	Priority bool
 }
 
 // Options configure a Director.

@@ -60,7 +60,7 @@ plugins:
     probeSeconds: 0.5, replayTimeoutSeconds: 1}
 filters: [saturation-filter]
 scorers: [{plugin: precise, weight: 1}]
-`, kvEventsPort, kvReplayPort)
+`, kvEventsPort, kvReplayPort) + trustTestHeaders
 	must(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "endpoints.yaml"), []byte(fmt.Sprintf(
 		"- {address: %s, port: %d}\n- {address: %s, port: %d}\n", a.Host, pa.Port, b.Host, pb.Port)), 0o644))

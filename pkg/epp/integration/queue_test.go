@@ -3,6 +3,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,6 +25,10 @@ func endpoint(p *simproc.Proc) datastore.Endpoint {
 	return datastore.Endpoint{Address: "127.0.0.1", Port: p.Port}
 }
 
+// trustTestHeaders lets the tests' requests ask for the score breakdown and
+// set their priority.
+const trustTestHeaders = "\ntrust: {debugHeader: true, priorityHeader: true}\n"
+
 func pickerOver(t *testing.T, cfg string, procs ...*simproc.Proc) (*director.Director, *telemetry.Scraper) {
 	t.Helper()
 	store := datastore.NewStore(latency.DefaultPriors)
@@ -32,7 +37,7 @@ func pickerOver(t *testing.T, cfg string, procs ...*simproc.Proc) (*director.Dir
 		eps = append(eps, endpoint(p))
 	}
 	store.SetEndpoints(eps)
-	d, err := config.NewDirector(store, cfg, director.Options{})
+	d, err := config.NewDirector(store, cmp.Or(cfg, config.Default)+trustTestHeaders, director.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,9 @@ type exchange struct {
 	// on, so that the copy overlaps the transfer) and the parser's buffer;
 	// taken from scratchPool while the request path needs it.
 	scratch *scratch
+	// trusted are the request headers acted on, as the pipeline said when the
+	// request came; debug: the client asked for the breakdown, and may.
+	trusted director.TrustedHeaders
 	debug   bool
 	stream  bool
 	// headersOnly: the request ended with its headers, so it has no body phase.
@@ -205,8 +208,10 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
 			x.headers = headerMap(r.RequestHeaders.GetHeaders())
 			x.started = s.now()
+			// The subset comes from the proxy's metadata, never from a header.
 			x.subset = subsetHint(req.GetMetadataContext())
-			x.debug = x.headers[wire.HeaderDebug] == "1"
+			x.trusted = s.trustedHeaders()
+			x.debug = x.trusted.Debug && x.headers[wire.HeaderDebug] == "1"
 			switch {
 			case r.RequestHeaders.GetEndOfStream():
 				x.headersOnly = true
@@ -246,6 +251,13 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}
 		}
 	}
+}
+
+func (s *ExtProc) trustedHeaders() director.TrustedHeaders {
+	if p := s.Director.Pipeline(); p != nil {
+		return p.Trusted
+	}
+	return director.TrustedHeaders{}
 }
 
 func (s *ExtProc) maxBody() int64 {
@@ -289,7 +301,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 		req.Body = body
 		x.stream = parsed.Stream
 	}
-	if p := x.headers[wire.HeaderPriority]; p != "" {
+	if p := x.headers[wire.HeaderPriority]; p != "" && x.trusted.Priority {
 		if n, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
 			req.Priority = n
 		}

@@ -137,7 +137,7 @@ func TestNoEndpoints503(t *testing.T) {
 }
 
 func TestShed429WithRetryAfter(t *testing.T) {
-	f := start(t, 2, config.Default+"admission: {maxWaitSeconds: 1}\n")
+	f := start(t, 2, config.Default+"admission: {maxWaitSeconds: 1}\ntrust: {priorityHeader: true}\n")
 	now := time.Now()
 	// Saturated (5 waiting) but not overloaded: a request of priority 0
 	// would start within the admission's MaxWaitSeconds.
@@ -196,7 +196,7 @@ func TestBadBody400(t *testing.T) {
 }
 
 func TestResponseChunksPassThroughAndFeedLearning(t *testing.T) {
-	f := start(t, 1, config.Default)
+	f := start(t, 1, config.Default+"trust: {debugHeader: true}\n")
 	chunks := [][]byte{
 		[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"),
 		[]byte("data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: {\"choi"),
@@ -232,6 +232,54 @@ func TestResponseChunksPassThroughAndFeedLearning(t *testing.T) {
 	res, _ = f.client.Process(context.Background(), req)
 	if res.ResponseHeaders.Get(wire.HeaderScoreBreakdown) != "" {
 		t.Fatal("breakdown without x-igw-debug")
+	}
+}
+
+// TestUntrustedHeadersAreIgnored: by default a client's x-igw-debug gets no
+// breakdown (it names endpoints and their scores) and its x-igw-priority does
+// not change admission; a header named like the proxy's subset hint does not
+// restrict the pick (the hint is read from the proxy's metadata only).
+func TestUntrustedHeadersAreIgnored(t *testing.T) {
+	f := start(t, 2, config.Default+"admission: {maxWaitSeconds: 1}\n")
+	now := time.Now()
+	for _, k := range f.keys {
+		f.d.UpdateMetrics(k, datastore.Metrics{Waiting: 5, SampledAt: now}, now) // saturated, not overloaded
+	}
+	req := extproctest.PostJSON("/v1/chat/completions", chatBody(4000))
+	req.Headers = append(req.Headers,
+		extproctest.Header{Key: wire.HeaderDebug, Value: "1"},
+		extproctest.Header{Key: wire.HeaderPriority, Value: "-1"},
+		extproctest.Header{Key: wire.MetadataKeyDestinationSubset, Value: "192.0.2.9:1"})
+	req.Response = &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200")}
+	res, err := f.client.Process(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ImmediateResponse != nil {
+		t.Fatalf("a client-sent priority or subset header was acted on: %d %s", res.ImmediateResponse.Status, res.ImmediateResponse.Body)
+	}
+	if bd := res.ResponseHeaders.Get(wire.HeaderScoreBreakdown); bd != "" {
+		t.Fatalf("breakdown for an untrusted x-igw-debug: %q", bd)
+	}
+
+	// The same request once the configuration trusts both headers: shed, and
+	// (on a fleet with room) explained.
+	p, err := config.Load([]byte(config.Default+"admission: {maxWaitSeconds: 1}\ntrust: {debugHeader: true, priorityHeader: true}\n"), plugins.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d.SetPipeline(p)
+	if res, err = f.client.Process(context.Background(), req); err != nil || res.ImmediateResponse == nil || res.ImmediateResponse.Status != 429 {
+		t.Fatalf("trusted priority -1 on a saturated fleet: %v %+v", err, res.ImmediateResponse)
+	}
+	for _, k := range f.keys {
+		f.d.UpdateMetrics(k, datastore.Metrics{SampledAt: now}, now)
+	}
+	if res, err = f.client.Process(context.Background(), req); err != nil || res.ImmediateResponse != nil {
+		t.Fatalf("trusted headers on an idle fleet: %v %+v", err, res.ImmediateResponse)
+	}
+	if bd := res.ResponseHeaders.Get(wire.HeaderScoreBreakdown); !strings.HasPrefix(bd, "endpoint=") {
+		t.Fatalf("no breakdown for a trusted x-igw-debug: %q", bd)
 	}
 }
 
