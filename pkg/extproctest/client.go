@@ -12,6 +12,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -59,6 +60,9 @@ type Config struct {
 	ResponseBodyMode BodyMode
 	// ChunkSize splits the request body in FullDuplexStreamed mode (DefaultChunkSize if 0).
 	ChunkSize int
+	// TLS, when set, is the transport to the server (the client's trusted
+	// roots); plaintext when nil.
+	TLS credentials.TransportCredentials
 }
 
 // Request is one HTTP request as it reaches Envoy, and optionally the upstream's answer.
@@ -140,13 +144,18 @@ type Client struct {
 	ext  extprocv3.ExternalProcessorClient
 }
 
-// Dial connects to an ext_proc server at addr (host:port, plaintext).
+// Dial connects to an ext_proc server at addr (host:port), in plaintext unless
+// cfg.TLS is set.
 func Dial(addr string, cfg Config) (*Client, error) {
 	if cfg.ChunkSize <= 0 {
 		cfg.ChunkSize = DefaultChunkSize
 	}
+	transport := cfg.TLS
+	if transport == nil {
+		transport = insecure.NewCredentials()
+	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("extproctest: dial %s: %w", addr, err)

@@ -54,6 +54,10 @@ type File struct {
 	OnLoad func(err error, at time.Time)
 	// Now is the wall clock (time.Now when nil).
 	Now func() time.Time
+	// Read, when set, reads the content in place of reading Path: for a
+	// content made of several files that must change together (a certificate
+	// and its key), Path then only names it in errors and logs.
+	Read func() ([]byte, error)
 
 	mu      sync.Mutex
 	last    []byte // the bytes last given to Apply
@@ -77,7 +81,11 @@ func Parsed[T any](parse func([]byte) (T, error), apply func(T)) func([]byte) er
 // Load reads the file once and applies it if it changed. The error says why the
 // file on disk is not in effect; an unchanged file gets the same answer as before.
 func (f *File) Load() error {
-	data, err := os.ReadFile(f.Path)
+	read := f.Read
+	if read == nil {
+		read = func() ([]byte, error) { return os.ReadFile(f.Path) }
+	}
+	data, err := read()
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
