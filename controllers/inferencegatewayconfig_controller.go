@@ -38,7 +38,8 @@ var configChildKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
-	GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter,
+	GVKNetworkPolicy,
+	GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter, GVKBackendTLSPolicy,
 	GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy, GVKSecurityPolicy,
 }
 
@@ -47,6 +48,9 @@ var gatewayPolicyKinds = []schema.GroupVersionKind{GVKEnvoyExtensionPolicy, GVKC
 
 func requiredConfigKinds(cfg *igwv1.InferenceGatewayConfig) []schema.GroupVersionKind {
 	kinds := []schema.GroupVersionKind{GVKGateway, GVKHTTPRoute}
+	if render.ExtProcTLS(cfg) != nil {
+		kinds = append(kinds, GVKBackendTLSPolicy)
+	}
 	if cfg.Spec.Gateway.Provider != igwv1.ProviderNative {
 		kinds = append(kinds, GVKHTTPRouteFilter, GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy)
 		if cfg.Spec.Auth != nil && cfg.Spec.Auth.JWT != nil {

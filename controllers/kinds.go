@@ -9,6 +9,7 @@ import (
 	"time"
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -23,12 +24,17 @@ var (
 	GVKGateway              = schema.GroupVersion(gwapiv1.GroupVersion).WithKind("Gateway")
 	GVKHTTPRoute            = schema.GroupVersion(gwapiv1.GroupVersion).WithKind("HTTPRoute")
 	GVKReferenceGrant       = schema.GroupVersion(gwapiv1beta1.GroupVersion).WithKind("ReferenceGrant")
+	GVKBackendTLSPolicy     = schema.GroupVersion(gwapiv1.GroupVersion).WithKind("BackendTLSPolicy")
 	GVKBackendTrafficPolicy = egv1a1.GroupVersion.WithKind(egv1a1.KindBackendTrafficPolicy)
 	GVKEnvoyExtensionPolicy = egv1a1.GroupVersion.WithKind(egv1a1.KindEnvoyExtensionPolicy)
 	GVKClientTrafficPolicy  = egv1a1.GroupVersion.WithKind(egv1a1.KindClientTrafficPolicy)
 	GVKHTTPRouteFilter      = egv1a1.GroupVersion.WithKind(egv1a1.KindHTTPRouteFilter)
 	GVKSecurityPolicy       = egv1a1.GroupVersion.WithKind(egv1a1.KindSecurityPolicy)
 )
+
+// GVKNetworkPolicy is built in: the policies admitting only the proxy to the
+// ext_proc servers.
+var GVKNetworkPolicy = networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")
 
 // crdSource names, for a person, where a missing kind's CRD comes from.
 func crdSource(gvk schema.GroupVersionKind) string {

@@ -40,12 +40,16 @@ var routeChildKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
-	GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy,
+	GVKNetworkPolicy,
+	GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKBackendTLSPolicy,
 }
 
 // requiredRouteKinds are the optional kinds a route's data path needs with cfg's provider.
 func requiredRouteKinds(cfg *igwv1.InferenceGatewayConfig) []schema.GroupVersionKind {
 	kinds := []schema.GroupVersionKind{GVKInferencePool, GVKGateway, GVKHTTPRoute}
+	if render.ExtProcTLS(cfg) != nil {
+		kinds = append(kinds, GVKBackendTLSPolicy)
+	}
 	if cfg.Spec.Gateway.Provider != igwv1.ProviderNative {
 		kinds = append(kinds, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy)
 	}

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -89,7 +90,7 @@ func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) 
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("modelroute").
 		For(&igwv1.ModelRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	c, err := owning(b, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
+	c, err := owning(b, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.routesForPod), builder.WithPredicates(endpointChange)).
 		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.routesForConfig),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -102,7 +103,7 @@ func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) 
 	}
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &igwv1.ModelRoute{}, handler.OnlyControllerOwner())
 	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
-		want: []schema.GroupVersionKind{GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKGateway},
+		want: []schema.GroupVersionKind{GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKBackendTLSPolicy, GVKGateway},
 		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
 			if gvk == GVKGateway {
 				return handler.EnqueueRequestsFromMapFunc(r.routesForGateway)
@@ -117,7 +118,7 @@ func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controll
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("inferencegatewayconfig").
 		For(&igwv1.InferenceGatewayConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	b = owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
+	b = owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}).
 		Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute)).
 		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.configsForCRD), builder.WithPredicates(watchedCRD))
 	if r.Hook != nil {
@@ -128,7 +129,7 @@ func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controll
 		return err
 	}
 	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
-		want: []schema.GroupVersionKind{GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter,
+		want: []schema.GroupVersionKind{GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter, GVKBackendTLSPolicy,
 			GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy, GVKSecurityPolicy},
 		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
 			if gvk == GVKGateway {

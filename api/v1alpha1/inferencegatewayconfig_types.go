@@ -143,6 +143,56 @@ type TLSSpec struct {
 	CertificateSecretName string `json:"certificateSecretName"`
 }
 
+// ExtProcSecurity protects the ext_proc gRPC services the proxy calls: the
+// body-based router's and the endpoint pickers' of the config's ModelRoutes.
+type ExtProcSecurity struct {
+	// TLS serves them over TLS, which the proxy verifies.
+	// +optional
+	TLS *ExtProcTLS `json:"tls,omitempty"`
+
+	// NetworkPolicy admits only the proxy's pods to their ext_proc ports.
+	// +optional
+	NetworkPolicy *ExtProcNetworkPolicy `json:"networkPolicy,omitempty"`
+}
+
+// ExtProcTLS names the serving certificate of the router and the pickers and
+// the CA the proxy verifies it with; the operator mounts the certificate,
+// which the servers re-read when the Secret changes, and renders a
+// BackendTLSPolicy for each of their Services.
+type ExtProcTLS struct {
+	// CertificateSecretName is a kubernetes.io/tls Secret in the config's
+	// namespace (keys tls.crt and tls.key). The certificate must name each
+	// Service's host name, NAME.NAMESPACE.svc: a certificate for
+	// *.NAMESPACE.svc serves them all.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="extProc.tls.certificateSecretName must be a Secret's name: lowercase letters, digits, '-' and '.', for example igw-extproc-tls"
+	CertificateSecretName string `json:"certificateSecretName"`
+
+	// CACertificateConfigMapName is a ConfigMap in the config's namespace
+	// whose key ca.crt holds the CA certificate that issued the serving
+	// certificate (cert-manager's trust bundle, or the CA's Secret's ca.crt
+	// copied into a ConfigMap).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="extProc.tls.caCertificateConfigMapName must be a ConfigMap's name: lowercase letters, digits, '-' and '.', for example igw-extproc-ca"
+	CACertificateConfigMapName string `json:"caCertificateConfigMapName"`
+}
+
+// ExtProcNetworkPolicy renders a NetworkPolicy for the router's and each
+// picker's pods: their ext_proc port (and the router's model list port)
+// admits only the proxy's pods; health and metrics ports stay open.
+type ExtProcNetworkPolicy struct {
+	// Enabled renders the policies. Off by default: a policy that does not
+	// match the proxy's pods cuts every request off.
+	Enabled bool `json:"enabled"`
+
+	// ProxyPodLabels select the proxy's pods, in any namespace. Empty: the
+	// labels Envoy Gateway gives the proxy of the config's Gateway
+	// (gateway.envoyproxy.io/owning-gateway-name and -namespace).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	ProxyPodLabels map[string]string `json:"proxyPodLabels,omitempty"`
+}
+
 // JWTAuthSpec requires a valid JWT on every request.
 type JWTAuthSpec struct {
 	// Issuer the tokens must carry in "iss".
@@ -197,6 +247,12 @@ type InferenceGatewayConfigSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="TLS",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// ExtProc protects the gRPC between the proxy and the body-based router
+	// and endpoint pickers: TLS and a NetworkPolicy admitting the proxy only.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="ext_proc security",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	ExtProc *ExtProcSecurity `json:"extProc,omitempty"`
 
 	// Auth of clients at the gateway.
 	// +optional

@@ -147,3 +147,40 @@ func (c *Certificate) Config() *tls.Config {
 func (c *Certificate) ServerOption() grpc.ServerOption {
 	return grpc.Creds(credentials.NewTLS(c.Config()))
 }
+
+// LoadIfSet is Load when f names files, and nil (plaintext) when it does not;
+// the methods below take nil for plaintext, so that a server is set up the
+// same way with and without TLS.
+func LoadIfSet(f Files, log *slog.Logger) (*Certificate, error) {
+	if !f.Enabled() {
+		return nil, f.Validate()
+	}
+	return Load(f, DefaultInterval, log)
+}
+
+// ServerOptions are the options of a gRPC server serving c; none for nil.
+func (c *Certificate) ServerOptions() []grpc.ServerOption {
+	if c == nil {
+		return nil
+	}
+	return []grpc.ServerOption{c.ServerOption()}
+}
+
+// Watch re-reads the files until ctx ends; it returns at once for nil.
+func (c *Certificate) Watch(ctx context.Context) error {
+	if c != nil {
+		c.Run(ctx)
+	}
+	return nil
+}
+
+// AddStatus adds the pair's state to a readiness detail under "tls"; for
+// nil, "plaintext". A pair on disk that does not load does not make a
+// server unready: the one in effect still serves.
+func (c *Certificate) AddStatus(detail map[string]any) {
+	if c == nil {
+		detail["tls"] = "plaintext"
+		return
+	}
+	detail["tls"] = c.Status()
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/internal/servingtls"
 )
 
 // Options configure one router process (cmd/bbr's command line).
@@ -32,6 +33,8 @@ type Options struct {
 	AdapterMappingPollInterval time.Duration
 	// BodyMode is "buffered" or "streamed", as Envoy's ext_proc filter is configured.
 	BodyMode string
+	// TLS is the ext_proc port's serving certificate (none: plaintext).
+	TLS servingtls.Files
 }
 
 // Defaults of the flags.
@@ -56,6 +59,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.ports().AddFlags(fs)
+	o.TLS.AddFlags(fs, "the ext_proc port (--grpc-port)")
 	fs.IntVar(&o.ModelsPort, "models-port", o.ModelsPort, "Port of GET /v1/models over HTTP: the OpenAI model list of --model-list-file.")
 	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Largest JSON request body accepted; larger ones get 413.")
 	fs.StringVar(&o.DefaultModel, "default-model", o.DefaultModel, "Model for JSON bodies without one (empty: such bodies get 400).")
@@ -94,6 +98,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := ParseBodyMode(o.BodyMode); err != nil {
 		errs = append(errs, fmt.Errorf("--body-mode: %w", err))
+	}
+	if err := o.TLS.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/filewatch"
 	"github.com/igw-dev/igw/pkg/openaimodels"
@@ -39,6 +40,8 @@ type Runner struct {
 	Models *openaimodels.Catalog
 	// ModelList follows --model-list-file; nil without one.
 	ModelList *filewatch.File
+	// TLS is the ext_proc port's certificate; nil for plaintext.
+	TLS *servingtls.Certificate
 
 	health *serve.Health
 	group  serve.Group
@@ -56,6 +59,9 @@ func NewRunner(o *Options, log *slog.Logger) (*Runner, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r := &Runner{Options: o, Log: log, Registry: reg, Metrics: NewMetrics(reg), health: serve.NewHealth()}
+	if r.TLS, err = servingtls.LoadIfSet(o.TLS, log); err != nil {
+		return nil, err
+	}
 	r.group.Host = o.BindAddress
 	r.Router = NewRouter(RouterConfig{MaxRequestBodyBytes: o.MaxRequestBodyBytes, DefaultModel: o.DefaultModel, Metrics: r.Metrics})
 	r.ExtProc = &ExtProc{Router: r.Router, BodyMode: mode, Log: log}
@@ -82,7 +88,7 @@ func (r *Runner) Addr(name string) string { return r.group.Addr(name) }
 func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	// A buffered body travels in one gRPC message.
 	maxMsg := int(min(r.Options.MaxRequestBodyBytes, 1<<30)) + grpcMessageOverhead
-	extSrv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
+	extSrv := grpc.NewServer(append(r.TLS.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))...)
 	extprocv3.RegisterExternalProcessorServer(extSrv, r.ExtProc)
 	g := &r.group
 	// Let in-flight streams finish, within reason.
@@ -90,6 +96,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	g.GRPC("health", r.Options.HealthPort, r.health.Server(), 0)
 	g.HTTP("metrics", r.Options.MetricsPort, &http.Server{Handler: r.httpHandler(), ReadHeaderTimeout: 5 * time.Second}, time.Second)
 	g.HTTP("models", r.Options.ModelsPort, &http.Server{Handler: r.modelsHandler(), ReadHeaderTimeout: 5 * time.Second}, time.Second)
+	g.Go("serving certificate watch", r.TLS.Watch)
 	if r.AdapterMapping != nil {
 		g.Go("adapter mapping watch", func(ctx context.Context) error { r.AdapterMapping.Run(ctx); return nil })
 	}
@@ -99,7 +106,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	g.Started = func() {
 		r.health.Set(true)
 		r.Log.Info("body-based router serving", "grpc", r.Addr("grpc"), "health", r.Addr("health"),
-			"metrics", r.Addr("metrics"), "models", r.Addr("models"), "bodyMode", string(r.ExtProc.BodyMode))
+			"metrics", r.Addr("metrics"), "models", r.Addr("models"), "bodyMode", string(r.ExtProc.BodyMode), "tls", r.TLS != nil)
 	}
 	g.Stopping = r.health.Shutdown
 	return g.Run(ctx, ready)
@@ -120,6 +127,7 @@ func (r *Runner) httpHandler() http.Handler {
 		if r.ModelList != nil {
 			detail["modelList"] = r.ModelList.Status()
 		}
+		r.TLS.AddStatus(detail)
 		return true, detail
 	})
 }

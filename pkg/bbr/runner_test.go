@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/servingtls/servingtlstest"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -182,4 +184,37 @@ func TestRunnerTakesBufferedBodiesUpToTheLimit(t *testing.T) {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	servetest.WaitFor(t, what, 10*time.Second, cond)
+}
+
+// TestRunnerServesTLS: with --tls-cert-file and --tls-key-file the ext_proc
+// port speaks TLS only, and a rotated certificate is served to new
+// connections without a restart; the health port stays plaintext (the
+// kubelet's gRPC probe has no TLS).
+func TestRunnerServesTLS(t *testing.T) {
+	ca := servingtlstest.NewCA(t)
+	o := NewOptions()
+	o.TLS = ca.WriteFiles(t, 1)
+	r := startRunner(t, o)
+	req := extproctest.PostJSON("/v1/completions", []byte(`{"model":"m","prompt":"p"}`))
+	ca.CheckServes(t, r.Addr("grpc"), o.TLS, func(transport grpc.DialOption) error {
+		res, err := extproctest.ProcessOnce(r.Addr("grpc"), extproctest.Config{DialOptions: []grpc.DialOption{transport}}, req)
+		if err == nil && res.RequestHeaders.Get(wire.HeaderModelName) != "m" {
+			t.Fatalf("routed over TLS without the model header: %v", res.RequestHeaders)
+		}
+		return err
+	})
+	if st := servetest.Health(t, r.Addr("health"), serve.ExtProcService); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("plaintext health: %v", st)
+	}
+	if ready := httpGet(t, "http://"+r.Addr("metrics")+"/readyz"); !strings.Contains(ready, `"tls":{"loaded":true`) {
+		t.Fatalf("readyz does not show the certificate: %s", ready)
+	}
+}
+
+func TestTLSFlagsGoTogether(t *testing.T) {
+	o := NewOptions()
+	o.TLS.CertFile = "/tls/tls.crt"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--tls-key-file") {
+		t.Fatalf("a certificate without a key: %v", err)
+	}
 }

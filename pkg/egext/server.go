@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/igw-dev/igw/internal/servingtls"
 )
 
 // Server answers Envoy Gateway's PostTranslateModify hook with Fix. Envoy
@@ -52,6 +54,9 @@ type Runnable struct {
 	Listening chan<- net.Addr
 	// Liveness, when set, records every call.
 	Liveness *Liveness
+	// TLS is the serving certificate, re-read while the server runs; nil
+	// serves plaintext.
+	TLS *servingtls.Certificate
 }
 
 // NeedLeaderElection reports false: the hook is stateless.
@@ -66,7 +71,8 @@ func (r Runnable) Start(ctx context.Context) error {
 	if r.Listening != nil {
 		r.Listening <- lis.Addr()
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	srv := grpc.NewServer(append(r.TLS.ServerOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
+	go func() { _ = r.TLS.Watch(ctx) }()
 	pb.RegisterEnvoyGatewayExtensionServer(srv, Server{Liveness: r.Liveness})
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	done := make(chan error, 1)

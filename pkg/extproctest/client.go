@@ -12,7 +12,6 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -60,9 +59,9 @@ type Config struct {
 	ResponseBodyMode BodyMode
 	// ChunkSize splits the request body in FullDuplexStreamed mode (DefaultChunkSize if 0).
 	ChunkSize int
-	// TLS, when set, is the transport to the server (the client's trusted
-	// roots); plaintext when nil.
-	TLS credentials.TransportCredentials
+	// DialOptions apply after the defaults (plaintext, large messages), so a
+	// transport credentials option (TLS) replaces plaintext.
+	DialOptions []grpc.DialOption
 }
 
 // Request is one HTTP request as it reaches Envoy, and optionally the upstream's answer.
@@ -145,22 +144,32 @@ type Client struct {
 }
 
 // Dial connects to an ext_proc server at addr (host:port), in plaintext unless
-// cfg.TLS is set.
+// cfg.DialOptions say otherwise.
 func Dial(addr string, cfg Config) (*Client, error) {
 	if cfg.ChunkSize <= 0 {
 		cfg.ChunkSize = DefaultChunkSize
 	}
-	transport := cfg.TLS
-	if transport == nil {
-		transport = insecure.NewCredentials()
-	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(transport),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes))},
+		cfg.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("extproctest: dial %s: %w", addr, err)
 	}
 	return &Client{cfg: cfg, conn: conn, ext: extprocv3.NewExternalProcessorClient(conn)}, nil
+}
+
+// ProcessOnce sends req on a connection of its own to addr, as a proxy that
+// has just connected does, then closes it; it waits at most 10 s.
+func ProcessOnce(addr string, cfg Config, req Request) (*Result, error) {
+	c, err := Dial(addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Process(ctx, req)
 }
 
 // Close closes the connection.

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 
 	igwv1alpha1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/controllers"
+	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/pkg/egext"
 	"github.com/igw-dev/igw/pkg/render"
 )
@@ -78,7 +80,11 @@ func New(cfg *rest.Config, o *Options) (*Operator, error) {
 		if hook, err = egext.NewLiveness(ctrlmetrics.Registry); err != nil {
 			return nil, fmt.Errorf("registering the extension server's metrics: %w", err)
 		}
-		if err := mgr.Add(egext.Runnable{Addr: o.ExtensionServerAddr, Liveness: hook}); err != nil {
+		cert, err := servingtls.LoadIfSet(o.ExtensionServerTLS, slog.Default())
+		if err != nil {
+			return nil, fmt.Errorf("the extension server's certificate: %w", err)
+		}
+		if err := mgr.Add(egext.Runnable{Addr: o.ExtensionServerAddr, Liveness: hook, TLS: cert}); err != nil {
 			return nil, err
 		}
 		if o.ExtensionHookBound > 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/internal/version"
 )
 
@@ -31,6 +32,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// ExtensionServerAddr is where the Envoy Gateway extension server listens; "" or "0" turns it off.
 	ExtensionServerAddr string
+	// ExtensionServerTLS is the extension server's serving certificate (none: plaintext).
+	ExtensionServerTLS servingtls.Files
 	// ExtensionHookBound is how long Envoy Gateway may take to call the
 	// extension hook after a config's children change before the config's
 	// ExtensionHookActive condition turns False; 0 turns the condition off.
@@ -68,6 +71,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.EPPImage, "epp-image", o.EPPImage, "Image of the endpoint picker, unless a config or route names one.")
 	fs.StringVar(&o.BBRImage, "bbr-image", o.BBRImage, "Image of the body-based router, unless a config names one.")
 	fs.StringVar(&o.ExtensionServerAddr, "extension-server-bind-address", o.ExtensionServerAddr, "Address of the Envoy Gateway extension server (PostTranslateModify hook); 0 turns it off.")
+	o.ExtensionServerTLS.AddFlags(fs, "the Envoy Gateway extension server (--extension-server-bind-address)")
 	fs.DurationVar(&o.ExtensionHookBound, "extension-hook-bound", o.ExtensionHookBound, "How long Envoy Gateway may take to call the extension hook after a config's children change before the config's ExtensionHookActive condition turns False; 0 turns the condition off.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Reconciles that may run at once per kind.")
 }
@@ -75,6 +79,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
 	var errs []error
+	if err := o.ExtensionServerTLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.SyncPeriod < time.Minute {
 		errs = append(errs, fmt.Errorf("--sync-period must be at least 1m, got %s", o.SyncPeriod))
 	}

@@ -85,6 +85,12 @@ func Config(in ConfigInput) (ConfigOutput, error) {
 			bbrDeployment(cfg, in.Images, local(n.BBR), n),
 			bbrService(cfg, local(n.BBR)),
 		)
+		if p := extProcTLSPolicy(cfg, local(n.BBR), n.BBR); p != nil {
+			out.Objects = append(out.Objects, p)
+		}
+		if p := extProcNetworkPolicy(cfg, local(n.BBR), bbrSelector(cfg), []int32{BBRGRPCPort, BBRModelsPort}, []int32{BBRHealthPort, BBRMetricsPort}); p != nil {
+			out.Objects = append(out.Objects, p)
+		}
 	}
 	if envoyGateway {
 		out.Objects = append(out.Objects, modelNotFoundFilter(local(n.ModelNotFound)))
@@ -220,20 +226,21 @@ func bbrDeployment(cfg *igwv1.InferenceGatewayConfig, images Images, m metav1.Ob
 		Resources:      firstResources(cfg.Spec.BBR.Resources, cfg.Spec.PodDefaults.Resources),
 		VolumeMounts:   []corev1.VolumeMount{{Name: bbrMappingVolume, MountPath: bbrMappingMountPath, ReadOnly: true}},
 	}
+	volumes := withServingCertificate(cfg, &c, []corev1.Volume{{Name: bbrMappingVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n.AdapterMapping}}}}})
 	return deployment(podParams{
 		Meta:      m,
 		PodLabels: bbrSelector(cfg),
 		Replicas:  firstInt32(1, cfg.Spec.BBR.Replicas),
 		Placement: cfg.Spec.PodDefaults,
 		Container: c,
-		Volumes: []corev1.Volume{{Name: bbrMappingVolume, VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n.AdapterMapping}}}}},
+		Volumes:   volumes,
 	})
 }
 
 func bbrService(cfg *igwv1.InferenceGatewayConfig, m metav1.ObjectMeta) *corev1.Service {
 	return service(m, bbrSelector(cfg),
-		servicePort(PortNameGRPC, BBRGRPCPort, AppProtocolH2C),
+		servicePort(PortNameGRPC, BBRGRPCPort, extProcAppProtocol(cfg)),
 		servicePort(PortNameMetrics, BBRMetricsPort, ""),
 		servicePort(PortNameModels, BBRModelsPort, ""))
 }

@@ -81,9 +81,15 @@ func Route(in RouteInput) (RouteOutput, error) {
 		&corev1.ConfigMap{TypeMeta: typeMeta("v1", KindConfigMap), ObjectMeta: m(n.EPP),
 			Data: map[string]string{EPPConfigKey: string(eppConfig)}},
 		eppDeployment(in, m(n.EPP)),
-		eppService(mr, m(n.EPP)),
+		eppService(mr, cfg, m(n.EPP)),
 		inferencePool(mr, cfg, m(n.Pool), n),
 	)
+	if p := extProcTLSPolicy(cfg, m(n.EPP), n.EPP); p != nil {
+		out.Objects = append(out.Objects, p)
+	}
+	if p := extProcNetworkPolicy(cfg, m(n.EPP), eppSelector(mr), []int32{EPPGRPCPort}, []int32{EPPHealthPort, EPPMetricsPort}); p != nil {
+		out.Objects = append(out.Objects, p)
+	}
 	native := cfg.Spec.Gateway.Provider == igwv1.ProviderNative
 	if !native {
 		out.Objects = append(out.Objects, poolService(mr, m(n.PoolService)))
@@ -222,6 +228,8 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 		Resources:      firstResources(over.Resources, cfg.Spec.EPP.Resources, cfg.Spec.PodDefaults.Resources),
 		VolumeMounts:   []corev1.VolumeMount{{Name: eppConfigVolume, MountPath: eppConfigMountPath, ReadOnly: true}},
 	}
+	volumes := withServingCertificate(cfg, &c, []corev1.Volume{{Name: eppConfigVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}}}})
 	return deployment(podParams{
 		Meta:           m,
 		PodLabels:      eppSelector(mr),
@@ -232,8 +240,7 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 		ServiceAccount: m.Name,
 		AutomountToken: true,
 		Container:      c,
-		Volumes: []corev1.Volume{{Name: eppConfigVolume, VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}}}},
+		Volumes:        volumes,
 	})
 }
 
@@ -282,9 +289,9 @@ func httpProbe(path string, port int32) *corev1.Probe {
 		PeriodSeconds: 10, FailureThreshold: 3}
 }
 
-func eppService(mr *igwv1.ModelRoute, m metav1.ObjectMeta) *corev1.Service {
+func eppService(mr *igwv1.ModelRoute, cfg *igwv1.InferenceGatewayConfig, m metav1.ObjectMeta) *corev1.Service {
 	return service(m, eppSelector(mr),
-		servicePort(PortNameGRPC, EPPGRPCPort, AppProtocolH2C),
+		servicePort(PortNameGRPC, EPPGRPCPort, extProcAppProtocol(cfg)),
 		servicePort(PortNameMetrics, EPPMetricsPort, ""))
 }
 

@@ -149,3 +149,36 @@ func CheckHealth(addr string, ca *CA) error {
 	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	return err
 }
+
+// CheckServes checks a server set up with files issued by ca (serial 1): a
+// call over TLS trusting ca completes, a plaintext call fails, and once the
+// files are rotated new connections are served the new certificate (serial
+// 2) and calls still complete. call makes one call on a connection dialled
+// with the option it is given.
+func (ca *CA) CheckServes(t TB, addr string, files servingtls.Files, call func(grpc.DialOption) error) {
+	t.Helper()
+	if err := call(ca.DialOption()); err != nil {
+		t.Fatalf("a client trusting the CA: %v", err)
+	}
+	if err := call(grpc.WithTransportCredentials(insecure.NewCredentials())); err == nil {
+		t.Fatalf("a plaintext client completed a call")
+	}
+	if got, err := ca.ServedSerial(addr); err != nil || got != 1 {
+		t.Fatalf("served serial %d (%v), want 1", got, err)
+	}
+	ca.Rotate(t, files, 2)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, err := ca.ServedSerial(addr)
+		if err == nil && got == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the rotation new connections are served serial %d (%v), want 2", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := call(ca.DialOption()); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+}

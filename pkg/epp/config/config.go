@@ -71,7 +71,7 @@ type Config struct {
 	Latency    *LatencySpec   `json:"latency,omitempty"`
 	Admission  *AdmissionSpec `json:"admission,omitempty"`
 	BaseModels []string       `json:"baseModels,omitempty"`
-	Trust      TrustSpec      `json:"trust,omitempty"`
+	Trust      TrustSpec      `json:"trust,omitzero"`
 }
 
 // TrustSpec says which of the picker's request headers it acts on.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -22,6 +23,8 @@ type Options struct {
 	MetricsPort int
 	// BindAddress is the address every port listens on ("" for all interfaces).
 	BindAddress string
+	// TLS is the ext_proc port's serving certificate (none: plaintext).
+	TLS servingtls.Files
 
 	ConfigFile         string
 	ConfigPollInterval time.Duration
@@ -112,6 +115,7 @@ func New() *Options {
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.ports().AddFlags(fs)
+	o.TLS.AddFlags(fs, "the ext_proc port (--grpc-port)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Scheduling configuration file (YAML); reloaded on change. Empty: the built-in default.")
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often the configuration and endpoints files are re-read.")
 	fs.StringVar(&o.PoolName, "pool-name", o.PoolName, "InferencePool whose Pods are the endpoints.")
@@ -193,6 +197,9 @@ func (o *Options) Validate() error {
 	}
 	if errs := serve.CheckPorts(o.ports().Ports(summaryPort...)); len(errs) > 0 {
 		return errs[0]
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return err
 	}
 	if o.GlobalSummary() && (o.GlobalSummaryModel == "" || o.Cluster == "") {
 		return fmt.Errorf("--global-summary-token-file needs --global-summary-model (the pool's model) and --cluster (this member's name)")

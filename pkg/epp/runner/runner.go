@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -58,6 +59,8 @@ type Runner struct {
 	// --global-summary-token-file); summaryTokens re-reads its tokens.
 	summary       http.Handler
 	summaryTokens *globalsummary.TokenFile
+	// tls is the ext_proc port's certificate; nil for plaintext.
+	tls *servingtls.Certificate
 }
 
 // New builds a runner from completed, validated options; it loads the
@@ -66,6 +69,10 @@ type Runner struct {
 func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 	r := &Runner{Options: o, Log: log, Metrics: metrics.New(), health: serve.NewHealth()}
 	r.group.Host = o.BindAddress
+	var err error
+	if r.tls, err = servingtls.LoadIfSet(o.TLS, log); err != nil {
+		return nil, err
+	}
 	r.Store = datastore.NewStore(latency.DefaultPriors)
 	r.Metrics.ObservePool(o.PoolName, r.Store)
 	r.Director = director.New(r.Store, director.Options{Staleness: o.MetricsStaleness,
@@ -194,6 +201,7 @@ func (r *Runner) Ready() (bool, map[string]any) {
 // warm reports whether the picker could route if it led.
 func (r *Runner) warm() (bool, map[string]any) {
 	detail := map[string]any{"endpoints": r.Store.Len(), "sourceSynced": r.sourceReady()}
+	r.tls.AddStatus(detail)
 	if r.KVEvents.Configured() {
 		detail["kvEvents"] = r.KVEvents.Detail() // informative: events never make the picker unready
 	}
@@ -227,7 +235,7 @@ func (r *Runner) refuseStandby(srv any, ss grpc.ServerStream, _ *grpc.StreamServ
 // Run serves until ctx ends or a server fails. ready, when not nil, is closed
 // once every listener is open.
 func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
-	extOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(r.Options.MaxBodyBytes) + (1 << 20)), grpc.MaxSendMsgSize(int(r.Options.MaxBodyBytes) + (1 << 20))}
+	extOpts := append(r.tls.ServerOptions(), grpc.MaxRecvMsgSize(int(r.Options.MaxBodyBytes)+(1<<20)), grpc.MaxSendMsgSize(int(r.Options.MaxBodyBytes)+(1<<20)))
 	if r.leadership != nil {
 		extOpts = append(extOpts, grpc.StreamInterceptor(r.refuseStandby))
 	}
@@ -250,6 +258,7 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 		g.HTTP("global-summary", r.Options.GlobalSummaryPort, &http.Server{Handler: r.summary, ReadHeaderTimeout: 5 * time.Second}, time.Second)
 		g.Go("summary tokens", func(ctx context.Context) error { r.summaryTokens.Run(ctx); return nil })
 	}
+	g.Go("serving certificate watch", r.tls.Watch)
 	g.Go("endpoint source", r.runSource)
 	g.Go("scraper", scraper.Run)
 	if r.Options.ModelsInterval > 0 {

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/servingtls/servingtlstest"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -130,4 +133,28 @@ func TestHotReloadUnderLoad(t *testing.T) {
 	if ok, detail := r.Ready(); !ok {
 		t.Fatalf("not ready: %v", detail)
 	}
+}
+
+// TestServesTLS: with --tls-cert-file and --tls-key-file the ext_proc port
+// speaks TLS only, and a rotated certificate is served to new connections
+// without a restart.
+func TestServesTLS(t *testing.T) {
+	ca := servingtlstest.NewCA(t)
+	files := ca.WriteFiles(t, 1)
+	epPath := filepath.Join(t.TempDir(), "endpoints.yaml")
+	if err := os.WriteFile(epPath, []byte("- {address: 10.2.0.1, port: 8000}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, stop := start(t, func(o *options.Options) {
+		o.EndpointsFile, o.TLS, o.MetricsStaleness = epPath, files, 0
+	})
+	defer stop()
+	req := extproctest.PostJSON("/v1/completions", []byte(`{"model":"m","prompt":"p"}`))
+	ca.CheckServes(t, r.Addr("grpc"), files, func(transport grpc.DialOption) error {
+		res, err := extproctest.ProcessOnce(r.Addr("grpc"), extproctest.Config{DialOptions: []grpc.DialOption{transport}}, req)
+		if err == nil && res.RequestHeaders.Get(wire.HeaderDestinationEndpoint) != "10.2.0.1:8000" {
+			t.Fatalf("no pick over TLS: %v %+v", res.RequestHeaders, res.ImmediateResponse)
+		}
+		return err
+	})
 }
