@@ -73,7 +73,8 @@ func envoyGatewayInput(namespace, gatewayName string) []byte {
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: namespace, Name: gatewayName}, &gw)).To(Succeed())
 	objs = append(objs, &gc, &gw)
 	for _, list := range []client.ObjectList{&gwapiv1.HTTPRouteList{}, &corev1.ServiceList{},
-		&egv1a1.BackendTrafficPolicyList{}, &egv1a1.EnvoyExtensionPolicyList{}, &egv1a1.ClientTrafficPolicyList{}, &egv1a1.HTTPRouteFilterList{}} {
+		&egv1a1.BackendTrafficPolicyList{}, &egv1a1.EnvoyExtensionPolicyList{}, &egv1a1.ClientTrafficPolicyList{}, &egv1a1.HTTPRouteFilterList{},
+		&gwapiv1.BackendTLSPolicyList{}, &corev1.ConfigMapList{}} {
 		Expect(k8s.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
 		items, err := apimeta.ExtractList(list)
 		Expect(err).NotTo(HaveOccurred())
@@ -259,13 +260,14 @@ func (d *xdsDump) hookThroughGRPC() {
 	d.listeners, d.routes = resp.GetListeners(), resp.GetRoutes()
 }
 
-func eppFilterOf(route string) string {
-	return fmt.Sprintf("envoy.filters.http.ext_proc/envoyextensionpolicy/%s/%s/extproc/0", ns, render.NamesForRoute(route).EPPPolicy)
+// extProcFilter is the name Envoy Gateway gives the ext_proc filter of a policy.
+func extProcFilter(namespace, policy string) string {
+	return fmt.Sprintf("envoy.filters.http.ext_proc/envoyextensionpolicy/%s/%s/extproc/0", namespace, policy)
 }
 
-func bbrFilterOf(config string) string {
-	return fmt.Sprintf("envoy.filters.http.ext_proc/envoyextensionpolicy/%s/%s/extproc/0", ns, render.NamesForConfig(config).BBRPolicy)
-}
+func eppFilterOf(route string) string { return extProcFilter(ns, render.NamesForRoute(route).EPPPolicy) }
+
+func bbrFilterOf(config string) string { return extProcFilter(ns, render.NamesForConfig(config).BBRPolicy) }
 
 // checkEnvoyGatewayTranslation runs Envoy Gateway's translator over what the
 // operator created and checks the data path request by request.

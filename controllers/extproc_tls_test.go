@@ -1,0 +1,109 @@
+package controllers_test
+
+import (
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/servingtls/servingtlstest"
+	"github.com/igw-dev/igw/pkg/render"
+)
+
+var _ = Describe("A config whose ext_proc is protected", Ordered, func() {
+	const tlsNS, secret, caMap = "extproc-tls", "igw-extproc-tls", "igw-extproc-ca"
+	bbr, epp := render.NamesForConfig("igw").BBR, render.NamesForRoute("llama").EPP
+
+	BeforeAll(func() {
+		namespace(tlsNS)
+		gateway(tlsNS, "inference-gateway")
+		ca := servingtlstest.NewCA(GinkgoT())
+		Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tlsNS, Name: caMap},
+			Data: map[string]string{render.CACertificateKey: string(ca.PEM)}})).To(Succeed())
+		config(tlsNS, "igw", func(c *igwv1.InferenceGatewayConfig) {
+			c.Spec.ExtProc = &igwv1.ExtProcSecurity{
+				TLS:           &igwv1.ExtProcTLS{CertificateSecretName: secret, CACertificateConfigMapName: caMap},
+				NetworkPolicy: &igwv1.ExtProcNetworkPolicy{Enabled: true},
+			}
+		})
+		route(tlsNS, "llama", "igw", []igwv1.ModelName{"llama-3.1-8b"}, nil)
+	})
+
+	It("mounts the certificate in the router and the picker, with the flags that serve it", func() {
+		for _, name := range []string{bbr, epp} {
+			var d appsv1.Deployment
+			Eventually(func() error { return k8s.Get(ctx, types.NamespacedName{Namespace: tlsNS, Name: name}, &d) }, eventually, poll).Should(Succeed())
+			pod := d.Spec.Template.Spec
+			Expect(pod.Containers[0].Args).To(ContainElements("--tls-cert-file=/etc/igw/tls/tls.crt", "--tls-key-file=/etc/igw/tls/tls.key"), name)
+			Expect(pod.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", secret)), name)
+			var np networkingv1.NetworkPolicy
+			Eventually(func() error { return k8s.Get(ctx, types.NamespacedName{Namespace: tlsNS, Name: name}, &np) }, eventually, poll).Should(Succeed())
+			Expect(np.Spec.PodSelector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels), name)
+			Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(HaveKeyWithValue("gateway.envoyproxy.io/owning-gateway-name", "inference-gateway"), name)
+			var p gwapiv1.BackendTLSPolicy
+			Eventually(func() error { return k8s.Get(ctx, types.NamespacedName{Namespace: tlsNS, Name: name}, &p) }, eventually, poll).Should(Succeed())
+		}
+	})
+
+	It("is accepted by Envoy Gateway's translator, whose clusters for the router and the picker speak TLS verified against the CA", func() {
+		t := translate(envoyGatewayInput(tlsNS, "inference-gateway"))
+		Expect(t.objects).To(HaveKey("backendTLSPolicies"))
+		Expect(t.objects["backendTLSPolicies"]).To(HaveLen(2))
+		for _, o := range t.objects["backendTLSPolicies"] {
+			Expect(o.Status.Ancestors).NotTo(BeEmpty(), o.Metadata.Name)
+			for _, a := range o.Status.Ancestors {
+				for _, c := range a.Conditions {
+					if c.Type == "Accepted" || c.Type == "ResolvedRefs" {
+						Expect(c.Status).To(Equal("True"), "%s %s: %s", o.Metadata.Name, c.Type, c.Message)
+					}
+				}
+			}
+		}
+		dump := decodeXDS(t.xds[tlsNS+"/inference-gateway"].Configs)
+		hcm, _ := dump.httpConnectionManager()
+		for filter, service := range map[string]string{
+			extProcFilter(tlsNS, render.NamesForConfig("igw").BBRPolicy):  bbr,
+			extProcFilter(tlsNS, render.NamesForRoute("llama").EPPPolicy): epp,
+		} {
+			By(service + "'s cluster carries a TLS transport socket")
+			var ep extprocv3.ExternalProcessor
+			found := false
+			for _, hf := range hcm.GetHttpFilters() {
+				if hf.GetName() == filter {
+					Expect(hf.GetTypedConfig().UnmarshalTo(&ep)).To(Succeed())
+					found = true
+				}
+			}
+			Expect(found).To(BeTrue(), "no filter %s", filter)
+			cl := dump.clusters[ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()]
+			Expect(cl).NotTo(BeNil(), filter)
+			Expect(upstreamTLS(cl)).To(And(
+				HaveField("Sni", render.ServiceHost(service, tlsNS)),
+				HaveField("CommonTlsContext.ValidationContextType", Not(BeNil())),
+			), service)
+		}
+	})
+})
+
+// upstreamTLS is a cluster's TLS context: its transport socket's, or that of
+// its transport socket matches (Envoy Gateway puts per-endpoint TLS there).
+func upstreamTLS(cl *clusterv3.Cluster) *tlsv3.UpstreamTlsContext {
+	var ctx tlsv3.UpstreamTlsContext
+	if ts := cl.GetTransportSocket(); ts != nil && ts.GetTypedConfig().UnmarshalTo(&ctx) == nil {
+		return &ctx
+	}
+	for _, m := range cl.GetTransportSocketMatches() {
+		if m.GetTransportSocket().GetTypedConfig().UnmarshalTo(&ctx) == nil {
+			return &ctx
+		}
+	}
+	return nil
+}
