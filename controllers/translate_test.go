@@ -265,9 +265,13 @@ func extProcFilter(namespace, policy string) string {
 	return fmt.Sprintf("envoy.filters.http.ext_proc/envoyextensionpolicy/%s/%s/extproc/0", namespace, policy)
 }
 
-func eppFilterOf(route string) string { return extProcFilter(ns, render.NamesForRoute(route).EPPPolicy) }
+func eppFilterOf(route string) string {
+	return extProcFilter(ns, render.NamesForRoute(route).EPPPolicy)
+}
 
-func bbrFilterOf(config string) string { return extProcFilter(ns, render.NamesForConfig(config).BBRPolicy) }
+func bbrFilterOf(config string) string {
+	return extProcFilter(ns, render.NamesForConfig(config).BBRPolicy)
+}
 
 // checkEnvoyGatewayTranslation runs Envoy Gateway's translator over what the
 // operator created and checks the data path request by request.

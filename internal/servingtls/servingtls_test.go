@@ -52,17 +52,24 @@ func waitForSerial(t *testing.T, ca *servingtlstest.CA, addr string, serial int6
 	}
 }
 
-func TestTLSServesCallsReloadsAndRefusesPlaintext(t *testing.T) {
-	ca := servingtlstest.NewCA(t)
-	files := ca.WriteFiles(t, 1)
+// startServing serves grpc.health.v1 over TLS with a certificate of serial 1
+// that is re-read every 10 ms, until the test ends.
+func startServing(t *testing.T) (ca *servingtlstest.CA, files servingtls.Files, cert *servingtls.Certificate, addr string) {
+	t.Helper()
+	ca = servingtlstest.NewCA(t)
+	files = ca.WriteFiles(t, 1)
 	cert, err := servingtls.Load(files, 10*time.Millisecond, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go cert.Run(ctx)
-	addr := serveHealth(t, cert.ServerOption())
+	return ca, files, cert, serveHealth(t, cert.ServerOption())
+}
+
+func TestTLSServesCallsReloadsAndRefusesPlaintext(t *testing.T) {
+	ca, files, cert, addr := startServing(t)
 
 	if err := servingtlstest.CheckHealth(addr, ca); err != nil {
 		t.Fatalf("a client trusting the CA: %v", err)
@@ -91,16 +98,7 @@ func TestTLSServesCallsReloadsAndRefusesPlaintext(t *testing.T) {
 // been replaced yet does not load; the old pair is served until the key
 // comes, then the new one.
 func TestHalfReplacedPairKeepsTheOneInEffect(t *testing.T) {
-	ca := servingtlstest.NewCA(t)
-	files := ca.WriteFiles(t, 1)
-	cert, err := servingtls.Load(files, 10*time.Millisecond, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go cert.Run(ctx)
-	addr := serveHealth(t, cert.ServerOption())
+	ca, files, cert, addr := startServing(t)
 
 	newCert, newKey := ca.Issue(t, 2)
 	if err := os.WriteFile(files.CertFile, newCert, 0o600); err != nil {

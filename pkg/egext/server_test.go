@@ -36,14 +36,9 @@ func TestExtensionServerServesTLS(t *testing.T) {
 	})
 	addr := (<-listening).String()
 	ca.CheckServes(t, addr, files, func(transport grpc.DialOption) error {
-		conn, err := grpc.NewClient(addr, transport)
-		if err != nil {
+		return servingtlstest.Call(addr, transport, func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := pb.NewEnvoyGatewayExtensionClient(conn).PostTranslateModify(ctx, &pb.PostTranslateModifyRequest{})
 			return err
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err = pb.NewEnvoyGatewayExtensionClient(conn).PostTranslateModify(ctx, &pb.PostTranslateModifyRequest{})
-		return err
+		})
 	})
 }

@@ -135,19 +135,27 @@ func (ca *CA) ServedSerial(addr string) (int64, error) {
 // CheckHealth makes one grpc.health.v1 call on addr, over TLS trusting ca
 // when ca is not nil, in plaintext otherwise; the error is the call's.
 func CheckHealth(addr string, ca *CA) error {
-	cred := grpc.WithTransportCredentials(insecure.NewCredentials())
+	transport := grpc.WithTransportCredentials(insecure.NewCredentials())
 	if ca != nil {
-		cred = ca.DialOption()
+		transport = ca.DialOption()
 	}
-	conn, err := grpc.NewClient(addr, cred)
+	return Call(addr, transport, func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	})
+}
+
+// Call connects to addr with transport and makes call on the connection,
+// within 10 s; the error is the connection's or the call's.
+func Call(addr string, transport grpc.DialOption, call func(context.Context, *grpc.ClientConn) error) error {
+	conn, err := grpc.NewClient(addr, transport)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return err
+	return call(ctx, conn)
 }
 
 // CheckServes checks a server set up with files issued by ca (serial 1): a
