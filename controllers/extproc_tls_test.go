@@ -1,11 +1,17 @@
 package controllers_test
 
 import (
+	"maps"
+	"slices"
+
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/encoding/protojson"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -54,6 +60,10 @@ var _ = Describe("A config whose ext_proc is protected", Ordered, func() {
 	})
 
 	It("is accepted by Envoy Gateway's translator, whose clusters for the router and the picker speak TLS verified against the CA", func() {
+		// The route's policy comes after its BackendTLSPolicy: wait for it.
+		Eventually(func() error {
+			return k8s.Get(ctx, types.NamespacedName{Namespace: tlsNS, Name: render.NamesForRoute("llama").EPPPolicy}, &egv1a1.EnvoyExtensionPolicy{})
+		}, eventually, poll).Should(Succeed())
 		t := translate(envoyGatewayInput(tlsNS, "inference-gateway"))
 		Expect(t.objects).To(HaveKey("backendTLSPolicies"))
 		Expect(t.objects["backendTLSPolicies"]).To(HaveLen(2))
@@ -84,27 +94,29 @@ var _ = Describe("A config whose ext_proc is protected", Ordered, func() {
 			}
 			Expect(found).To(BeTrue(), "no filter %s", filter)
 			cl := dump.clusters[ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()]
-			Expect(cl).NotTo(BeNil(), filter)
+			Expect(cl).NotTo(BeNil(), "%s: cluster %q (filter %v) among %v", filter, ep.GetGrpcService().GetEnvoyGrpc().GetClusterName(), ep.GetGrpcService(), slices.Collect(maps.Keys(dump.clusters)))
 			tlsCtx := upstreamTLS(cl)
-			Expect(tlsCtx).NotTo(BeNil(), "%s's cluster has no TLS transport socket", service)
-			// Envoy Gateway verifies the server against the CA of the
-			// BackendTLSPolicy (and its hostname); the SNI it may leave to auto_sni.
-			Expect(tlsCtx.GetCommonTlsContext().GetValidationContextType()).NotTo(BeNil(), service)
-			AddReportEntry(service+" upstream TLS", map[string]string{"sni": tlsCtx.GetSni(), "want host": render.ServiceHost(service, tlsNS)})
+			Expect(tlsCtx).NotTo(BeNil(), "%s's cluster has no TLS transport socket: %s", service, protojson.Format(cl))
+			// Envoy Gateway verifies the server as the Service's host against
+			// the BackendTLSPolicy's CA (served by SDS).
+			Expect(tlsCtx.GetSni()).To(Equal(render.ServiceHost(service, tlsNS)), service)
+			Expect(tlsCtx.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig()).NotTo(BeNil(), service)
 		}
 	})
 })
 
-// upstreamTLS is a cluster's TLS context: its transport socket's, or that of
-// its transport socket matches (Envoy Gateway puts per-endpoint TLS there).
+// upstreamTLS is a cluster's TLS context. Envoy Gateway puts it in the
+// transport socket matches and leaves a placeholder ("dummy") socket as the
+// cluster's own; nil when there is none.
 func upstreamTLS(cl *clusterv3.Cluster) *tlsv3.UpstreamTlsContext {
-	var ctx tlsv3.UpstreamTlsContext
-	if ts := cl.GetTransportSocket(); ts != nil && ts.GetTypedConfig().UnmarshalTo(&ctx) == nil {
-		return &ctx
-	}
+	sockets := []*corev3.TransportSocket{cl.GetTransportSocket()}
 	for _, m := range cl.GetTransportSocketMatches() {
-		if m.GetTransportSocket().GetTypedConfig().UnmarshalTo(&ctx) == nil {
-			return &ctx
+		sockets = append(sockets, m.GetTransportSocket())
+	}
+	for _, ts := range sockets {
+		var tlsCtx tlsv3.UpstreamTlsContext
+		if ts.GetName() == "envoy.transport_sockets.tls" && ts.GetTypedConfig().UnmarshalTo(&tlsCtx) == nil {
+			return &tlsCtx
 		}
 	}
 	return nil
