@@ -1,5 +1,6 @@
-// Package testenv starts the real local control plane (etcd and kube-apiserver)
-// that every operator test runs against, with igw's CRDs installed.
+// Package testenv starts the real local control plane (etcd and kube-apiserver,
+// and kube-controller-manager's controllers where a suite asks for them) that
+// every operator test runs against, with igw's CRDs installed.
 //
 // The binaries come from hack/control-plane.sh, which installs or builds them on
 // first use and caches them outside the clone; Start runs it when they are missing,
@@ -8,13 +9,16 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -23,6 +27,11 @@ import (
 
 // startTimeout is generous because etcd and the API server share two cores with the tests.
 const startTimeout = 60 * time.Second
+
+// stopGrace bounds a graceful stop of etcd or the API server; past it, it is
+// killed. The API server's graceful shutdown can outlast a minute on a loaded
+// machine, and nothing in a test needs it.
+const stopGrace = 5 * time.Second
 
 // ExternalCRDDirs are the third-party CRDs the operator works with (Gateway
 // API, the inference extension, Envoy Gateway), for Options.ExtraCRDDirs.
@@ -36,7 +45,15 @@ var ExternalCRDDirs = []string{
 type Options struct {
 	// ExtraCRDDirs are installed beside igw's own CRDs (paths relative to the repository root or absolute).
 	ExtraCRDDirs []string
+	// Controllers, when set, are run by a kube-controller-manager built from
+	// the same release as the API server (its --controllers names, such as
+	// GarbageCollector), so that what they do is the real thing.
+	Controllers []string
 }
+
+// GarbageCollector is kube-controller-manager's garbage collector: children
+// whose owners are gone are deleted, as in a cluster.
+const GarbageCollector = "garbage-collector-controller"
 
 // Env is a running control plane.
 type Env struct {
@@ -49,6 +66,11 @@ type Env struct {
 
 	env *envtest.Environment
 	tmp string
+	// controllers is the running kube-controller-manager, nil without Options.Controllers.
+	controllers *exec.Cmd
+	// controllersExited is closed when it exits; controllersErr then says how.
+	controllersExited chan struct{}
+	controllersErr    error
 }
 
 // RepoRoot is the root of the igw checkout this package was compiled from.
@@ -69,26 +91,43 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	crdDirs := repoPaths(append([]string{filepath.Join("config", "crd", "bases")}, opts.ExtraCRDDirs...))
-	e := &Env{AssetsDir: assets, env: &envtest.Environment{
+	tmp, err := os.MkdirTemp("", "igw-testenv-")
+	if err != nil {
+		return nil, err
+	}
+	// The API server's certificates live in a directory of ours rather than
+	// one envtest allocates: envtest forgets its own on Stop, so a restarted
+	// API server would serve new certificates on a new port, and every
+	// client's kubeconfig would stop working.
+	apiCerts := filepath.Join(tmp, "apiserver")
+	if err := os.Mkdir(apiCerts, 0o700); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
+	e := &Env{AssetsDir: assets, tmp: tmp, env: &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDDirectoryPaths:        crdDirs,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: startTimeout,
-		ControlPlaneStopTimeout:  startTimeout,
+		ControlPlaneStopTimeout:  stopGrace,
+		ControlPlane:             envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: apiCerts}},
 	}}
 	cfg, err := e.env.Start()
 	if err != nil {
+		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("starting the control plane from %s: %w", assets, err)
 	}
 	e.Config = cfg
-	if e.tmp, err = os.MkdirTemp("", "igw-testenv-"); err != nil {
-		_ = e.env.Stop()
-		return nil, err
-	}
 	e.KubeconfigPath = filepath.Join(e.tmp, "kubeconfig")
 	if err := os.WriteFile(e.KubeconfigPath, e.env.KubeConfig, 0o600); err != nil {
 		_ = e.Stop()
 		return nil, err
+	}
+	if len(opts.Controllers) > 0 {
+		if err := e.startControllers(opts.Controllers); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
 	}
 	return e, nil
 }
@@ -107,6 +146,61 @@ func StartFor(t testing.TB, why string, opts Options) *Env {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	return env
+}
+
+// startControllers runs kube-controller-manager with the named controllers,
+// as the administrator, without leader election or a serving port. Its log is
+// kube-controller-manager.log in the environment's directory.
+func (e *Env) startControllers(names []string) error {
+	logFile, err := os.Create(filepath.Join(e.tmp, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(e.AssetsDir, "kube-controller-manager"),
+		"--kubeconfig="+e.KubeconfigPath, "--controllers="+strings.Join(names, ","),
+		"--leader-elect=false", "--secure-port=0", "--v=1")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting kube-controller-manager from %s (hack/control-plane.sh builds it): %w", e.AssetsDir, err)
+	}
+	e.controllers, e.controllersExited = cmd, make(chan struct{})
+	go func() {
+		e.controllersErr = cmd.Wait()
+		_ = logFile.Close()
+		close(e.controllersExited)
+	}()
+	return nil
+}
+
+// controllersLogTail is the end of kube-controller-manager's log.
+func (e *Env) controllersLogTail() string {
+	b, _ := os.ReadFile(filepath.Join(e.tmp, "kube-controller-manager.log"))
+	const tail = 4 << 10
+	if len(b) > tail {
+		b = b[len(b)-tail:]
+	}
+	return string(b)
+}
+
+// stopControllers stops kube-controller-manager: politely, then not.
+func (e *Env) stopControllers() error {
+	if e.controllers == nil {
+		return nil
+	}
+	select {
+	case <-e.controllersExited:
+		return fmt.Errorf("kube-controller-manager exited early: %v; its log ends:\n%s", e.controllersErr, e.controllersLogTail())
+	default:
+	}
+	_ = e.controllers.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.controllersExited:
+	case <-time.After(10 * time.Second):
+		_ = e.controllers.Process.Kill()
+		<-e.controllersExited
+	}
+	return nil
 }
 
 // repoPaths resolves paths relative to the repository root.
@@ -128,9 +222,35 @@ func (e *Env) InstallCRDs(dirs ...string) error {
 	return err
 }
 
+
+// StopAPIServer stops the API server and leaves etcd running, as in an
+// outage of the API server alone; StartAPIServer brings it back. It returns
+// once the API server's port is closed.
+func (e *Env) StopAPIServer() error {
+	s := e.env.ControlPlane.APIServer
+	// A stop that outlasts stopGrace ends with SIGKILL and an error: an
+	// outage all the same, once the port is closed.
+	stopErr := s.Stop()
+	addr := net.JoinHostPort(s.SecureServing.Address, s.SecureServing.Port)
+	for deadline := time.Now().Add(startTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return nil
+		}
+		_ = c.Close()
+	}
+	return fmt.Errorf("the API server still listens on %s: %w", addr, stopErr)
+}
+
+// StartAPIServer starts the API server StopAPIServer stopped, on the same
+// address with the same certificates and data, and waits until it is healthy.
+func (e *Env) StartAPIServer() error {
+	return e.env.ControlPlane.APIServer.Start()
+}
+
 // Stop stops the control plane and removes its files.
 func (e *Env) Stop() error {
-	err := e.env.Stop()
+	err := errors.Join(e.stopControllers(), e.env.Stop())
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)
 	}

@@ -30,6 +30,13 @@ import (
 // what makes it a good standby: its endpoint view, telemetry, learned speeds
 // and prefix index, and would add the kubelet's crash back-off to a replica
 // that may be the next leader.
+//
+// A renewal that fails while no other holder is seen (the API server is down
+// or unreachable) does not stop picks either: the replica holds over, serving
+// as before, until it sees another replica hold the lease or renews it
+// itself. Stepping down there would leave no replica serving for as long as
+// the API server is out, while the worst a held-over leader can do is pick
+// beside a new one for a moment, as during any hand-over.
 type leadership struct {
 	identity string
 	lease    string // namespace/name, for messages
@@ -42,6 +49,12 @@ type leadership struct {
 	mu      sync.Mutex
 	leading bool
 	term    int // counts terms, so a late start callback cannot revive an ended one
+	// heldSince is when the replica began holding over: leading on a lease
+	// it could not renew, no other holder seen. Zero while the lease is held.
+	heldSince time.Time
+	// campaign is run's context: a replica whose campaign has ended (it is
+	// shutting down) does not hold over.
+	campaign context.Context
 }
 
 func newLeadership(cfg *rest.Config, o *options.Options, log *slog.Logger, changed func()) (*leadership, error) {
@@ -72,6 +85,7 @@ func newLeadership(cfg *rest.Config, o *options.Options, log *slog.Logger, chang
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: l.started,
 			OnStoppedLeading: l.stopped,
+			OnNewLeader:      l.observed,
 		},
 	})
 	if err != nil {
@@ -98,9 +112,14 @@ func (l *leadership) run(ctx context.Context, warm func() bool) {
 	// the process-wide one.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(l.log.Handler()))
 	l.log.Info("campaigning for leadership", "lease", l.lease, "identity", l.identity)
+	l.mu.Lock()
+	l.campaign = ctx
+	l.mu.Unlock()
+	defer context.AfterFunc(ctx, func() { l.end(0) })()
 	for ctx.Err() == nil {
 		// Run returns when the lease is lost (or ctx ends, after releasing
-		// it); stopped has then already made this replica a standby.
+		// it); stopped has then already made this replica a standby, or
+		// left it holding over until it renews or sees another holder.
 		l.elector.Run(ctx)
 	}
 }
@@ -115,9 +134,14 @@ func (l *leadership) started(term context.Context) {
 	}
 	l.term++
 	mine := l.term
-	l.leading = true
+	heldOver := !l.heldSince.IsZero()
+	l.leading, l.heldSince = true, time.Time{}
 	l.mu.Unlock()
-	l.log.Info("leading: serving picks", "lease", l.lease, "identity", l.identity)
+	if heldOver {
+		l.log.Info("leading again: the lease is renewed", "lease", l.lease, "identity", l.identity)
+	} else {
+		l.log.Info("leading: serving picks", "lease", l.lease, "identity", l.identity)
+	}
 	l.changed()
 	<-term.Done()
 	l.end(mine)
@@ -127,19 +151,54 @@ func (l *leadership) started(term context.Context) {
 // whether or not this replica led.
 func (l *leadership) stopped() { l.end(0) }
 
-// end makes the replica a standby; term 0 ends whatever term is current.
+// observed is client-go's OnNewLeader. It runs in its own goroutine, so it
+// reads the holder again rather than trusting its argument: another holder
+// ends a hold-over.
+func (l *leadership) observed(string) {
+	if l.otherHolder() {
+		l.end(0)
+	}
+}
+
+// otherHolder reports whether the lease was last seen held by another replica.
+func (l *leadership) otherHolder() bool {
+	h := l.leader()
+	return h != "" && h != l.identity
+}
+
+// end makes the replica a standby, or holds over while it still runs and no
+// other holder is seen; term 0 ends whatever term is current.
 func (l *leadership) end(term int) {
+	other := l.otherHolder()
 	l.mu.Lock()
 	was := l.leading
+	running := l.campaign != nil && l.campaign.Err() == nil
+	startedHolding := false
 	if term == 0 || term == l.term {
-		l.leading = false
+		switch {
+		case running && !other && l.leading && l.heldSince.IsZero():
+			l.heldSince, startedHolding = time.Now(), true
+		case !running || other:
+			l.leading, l.heldSince = false, time.Time{}
+		}
 	}
 	now := l.leading
 	l.mu.Unlock()
+	if startedHolding {
+		l.log.Warn("the lease could not be renewed and no other holder is seen: still serving picks", "lease", l.lease, "identity", l.identity)
+	}
 	if was && !now {
 		l.log.Info("standby: lost or released the lease", "lease", l.lease, "identity", l.identity)
 		l.changed()
 	}
+}
+
+// holdingOver returns when the replica began leading on a lease it could not
+// renew; zero when it holds the lease or does not lead.
+func (l *leadership) holdingOver() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldSince
 }
 
 func (l *leadership) isLeading() bool {

@@ -402,3 +402,85 @@ func TestWithoutLeaderElectionTheReplicaServes(t *testing.T) {
 		t.Fatalf("/readyz %d %v, %s %v", code, detail, "igw_epp_leader", testutil.ToFloat64(r.Metrics.Leader))
 	}
 }
+
+// TestLeaderHoldsOverAnAPIServerOutage stops the API server under two
+// pickers: the leader cannot renew its lease and sees no other holder, so it
+// keeps picking for the whole outage, well past its renew deadline and lease
+// duration, while the standby stays a standby. Once the API server is back,
+// exactly one replica leads on a renewed lease and picks.
+func TestLeaderHoldsOverAnAPIServerOutage(t *testing.T) {
+	p := startPool(t, "outage")
+	a, stopA := p.replica(t, "epp-a")
+	defer stopA()
+	b, stopB := p.replica(t, "epp-b")
+	defer stopB()
+	serving := func(r *Runner) bool { return healthOf(t, r) == healthpb.HealthCheckResponse_SERVING }
+	waitFor(t, "a leader", func() bool { return serving(a) || serving(b) })
+	leader, standby := a, b
+	if serving(b) {
+		leader, standby = b, a
+	}
+	waitFor(t, "the standby sees the leader", func() bool {
+		_, detail := readyz(t, standby)
+		return detail["leaderElection"] == "standby (leader: "+leader.Options.Identity+")"
+	})
+	checkActivePassive(t, p, leader, standby)
+
+	// Outage: picks go on through the renew deadline and the lease duration.
+	must(t, p.env.StopAPIServer())
+	down := time.Now()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = p.env.StartAPIServer() // the next test needs it
+		}
+	}()
+	picks, holding := 0, ""
+	for time.Since(down) < testRenewDeadline+testLeaseDuration || holding == "" {
+		if time.Since(down) > waitLong {
+			t.Fatalf("after %v of outage the leader does not say it holds over (%d picks)", time.Since(down), picks)
+		}
+		if got, err := pick(leader); err != nil || got != p.endpoint {
+			t.Fatalf("%v into the outage the leader picked %q (%v) after %d picks, want %s", time.Since(down), got, err, picks, p.endpoint)
+		}
+		picks++
+		if !serving(leader) || serving(standby) {
+			t.Fatalf("%v into the outage: leader SERVING %v, standby SERVING %v", time.Since(down), serving(leader), serving(standby))
+		}
+		code, detail := readyz(t, leader)
+		if code != http.StatusOK {
+			t.Fatalf("%v into the outage the leader's /readyz is %d %v", time.Since(down), code, detail)
+		}
+		if s, _ := detail["leaderElection"].(string); strings.Contains(s, "holding over") {
+			holding = s
+		}
+		time.Sleep(100 * time.Millisecond) // pacing, not synchronisation
+	}
+	outage := time.Since(down)
+	t.Logf("%d picks in %v of API-server outage (renew deadline %v, lease %v); /readyz: %s",
+		picks, outage.Round(time.Millisecond), testRenewDeadline, testLeaseDuration, holding)
+
+	must(t, p.env.StartAPIServer())
+	restarted = true
+	back := time.Now()
+	var now *Runner
+	waitFor(t, "one replica leads on a renewed lease", func() bool {
+		for _, r := range []*Runner{a, b} {
+			if code, detail := readyz(t, r); code == http.StatusOK && detail["leaderElection"] == "leader" {
+				now = r
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s leads on a renewed lease %v after the API server came back", now.Options.Identity, time.Since(back).Round(time.Millisecond))
+	other := a
+	if now == a {
+		other = b
+	}
+	waitFor(t, "the other replica is a standby that sees the leader", func() bool {
+		_, detail := readyz(t, other)
+		return !serving(other) && detail["leaderElection"] == "standby (leader: "+now.Options.Identity+")"
+	})
+	checkActivePassive(t, p, now, other)
+}

@@ -188,7 +188,10 @@ func (r *Runner) Ready() (bool, map[string]any) {
 	ok, detail := r.warm()
 	if l := r.leadership; l != nil {
 		detail["identity"] = l.identity
-		if l.isLeading() {
+		if since := l.holdingOver(); !since.IsZero() && l.isLeading() {
+			detail["leaderElection"] = fmt.Sprintf("leader, holding over: lease not renewed for %s, no other holder seen",
+				time.Since(since).Round(time.Second))
+		} else if l.isLeading() {
 			detail["leaderElection"] = "leader"
 		} else {
 			detail["leaderElection"] = l.standby()
