@@ -222,7 +222,6 @@ func (e *Env) InstallCRDs(dirs ...string) error {
 	return err
 }
 
-
 // StopAPIServer stops the API server and leaves etcd running, as in an
 // outage of the API server alone; StartAPIServer brings it back. It returns
 // once the API server's port is closed.
