@@ -64,7 +64,8 @@ type Applier struct {
 }
 
 // Apply makes the child match desired and reports whether it wrote.
-func (a *Applier) Apply(ctx context.Context, desired client.Object) (ApplyResult, error) {
+// beforeWrite, when not nil, is asked just before a write and stops it with its error.
+func (a *Applier) Apply(ctx context.Context, desired client.Object, beforeWrite func(context.Context) error) (ApplyResult, error) {
 	u, err := render.ApplyForm(desired)
 	if err != nil {
 		return Unchanged, err
@@ -102,6 +103,11 @@ func (a *Applier) Apply(ctx context.Context, desired client.Object) (ApplyResult
 		}
 		if liveObj.GetAnnotations()[AnnotationAppliedHash] == digest && contains(u.Object, have) {
 			return Unchanged, nil
+		}
+	}
+	if beforeWrite != nil {
+		if err := beforeWrite(ctx); err != nil {
+			return Unchanged, err
 		}
 	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {

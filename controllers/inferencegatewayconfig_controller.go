@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -88,6 +89,12 @@ func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ct
 	prev := *cfg.Status.DeepCopy()
 	var o configObservation
 	defer func() {
+		if errors.Is(err, ErrOwnerGone) {
+			// What made it go is an event on this object, which queues it
+			// again; its status is that reconcile's to write.
+			res, err = ctrl.Result{}, nil
+			return
+		}
 		status := configStatus(cfg, o, err)
 		base := cfg.DeepCopy()
 		base.Status, cfg.Status = prev, status

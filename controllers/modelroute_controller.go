@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,6 +74,12 @@ func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	prev := *mr.Status.DeepCopy()
 	var o routeObservation
 	defer func() {
+		if errors.Is(err, ErrOwnerGone) {
+			// What made it go is an event on this object, which queues it
+			// again; its status is that reconcile's to write.
+			res, err = ctrl.Result{}, nil
+			return
+		}
 		status := routeStatus(mr, o, err)
 		base := mr.DeepCopy()
 		base.Status, mr.Status = prev, status

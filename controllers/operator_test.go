@@ -404,6 +404,66 @@ var _ = Describe("A config whose Gateway lives in another namespace", Ordered, f
 	})
 })
 
+var _ = Describe("A reconcile holding a copy of its config read before the config went", Ordered, func() {
+	const team, gateways = "stale-team", "stale-gateways"
+
+	// staleApply renders the config as a reconcile would have from the copy it
+	// read, and applies the children through the operator's own applier.
+	staleApply := func(stale *igwv1.InferenceGatewayConfig) error {
+		out, err := render.Config(render.ConfigInput{Config: stale, Images: testImages})
+		Expect(err).NotTo(HaveOccurred())
+		return recs.Config.ApplyChildren(ctx, stale, out.Objects)
+	}
+	policy := render.NamesForConfig("igw").BBRPolicy
+
+	BeforeAll(func() {
+		namespace(team)
+		namespace(gateways)
+		gateway(gateways, "shared")
+	})
+
+	It("writes no child once the config is being deleted", func() {
+		config(team, "igw", func(c *igwv1.InferenceGatewayConfig) {
+			c.Spec.Gateway.Ref = &igwv1.GatewayRef{Name: "shared", Namespace: gateways}
+			c.Finalizers = []string{"test.igw.dev/hold"} // keeps it in deletion after the operator's cleanup
+		})
+		Eventually(exists(&egv1a1.EnvoyExtensionPolicy{}, gateways, policy), eventually, poll).Should(Succeed())
+		Eventually(func() []string { return getConfig(team, "igw").Finalizers }, eventually, poll).Should(ContainElement(controllers.FinalizerCrossNamespace))
+		stale := getConfig(team, "igw")
+		Expect(k8s.Delete(ctx, stale.DeepCopy())).To(Succeed())
+		Eventually(gone(&egv1a1.EnvoyExtensionPolicy{}, gateways, policy), eventually, poll).Should(BeTrue())
+		Eventually(func() []string { return getConfig(team, "igw").Finalizers }, eventually, poll).ShouldNot(ContainElement(controllers.FinalizerCrossNamespace))
+
+		Expect(staleApply(stale)).To(MatchError(controllers.ErrOwnerGone))
+		Expect(gone(&egv1a1.EnvoyExtensionPolicy{}, gateways, policy)()).To(BeTrue(), "a policy was placed beside the Gateway for a config being deleted")
+
+		held := getConfig(team, "igw")
+		held.Finalizers = nil
+		Expect(k8s.Update(ctx, held)).To(Succeed())
+		Eventually(gone(&igwv1.InferenceGatewayConfig{}, team, "igw"), eventually, poll).Should(BeTrue())
+		By("nor once it is gone")
+		Expect(staleApply(stale)).To(MatchError(controllers.ErrOwnerGone))
+		Expect(gone(&egv1a1.EnvoyExtensionPolicy{}, gateways, policy)()).To(BeTrue())
+	})
+
+	It("writes no child for a config recreated under the same name", func() {
+		config(team, "igw", func(c *igwv1.InferenceGatewayConfig) {
+			c.Spec.Gateway.Ref = &igwv1.GatewayRef{Name: "shared", Namespace: gateways}
+		})
+		Eventually(exists(&egv1a1.EnvoyExtensionPolicy{}, gateways, policy), eventually, poll).Should(Succeed())
+		stale := getConfig(team, "igw")
+		Expect(k8s.Delete(ctx, stale.DeepCopy())).To(Succeed())
+		Eventually(gone(&igwv1.InferenceGatewayConfig{}, team, "igw"), eventually, poll).Should(BeTrue())
+		config(team, "igw", func(c *igwv1.InferenceGatewayConfig) {
+			c.Spec.Gateway.Ref = &igwv1.GatewayRef{Name: "local"} // its policies stay in its own namespace
+		})
+		Expect(staleApply(stale)).To(MatchError(controllers.ErrOwnerGone))
+		Consistently(gone(&egv1a1.EnvoyExtensionPolicy{}, gateways, policy), 2*time.Second, poll).Should(BeTrue())
+		Expect(k8s.Delete(ctx, getConfig(team, "igw"))).To(Succeed())
+		Eventually(gone(&igwv1.InferenceGatewayConfig{}, team, "igw"), eventually, poll).Should(BeTrue())
+	})
+})
+
 var _ = Describe("Conditions a person can act on", Ordered, func() {
 	const edge = "edge"
 

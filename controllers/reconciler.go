@@ -76,6 +76,7 @@ func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []
 		refs.add(igwv1.ReasonApplyFailed, err.Error())
 		return false, err
 	}
+	guard := &ownerGuard{reader: c.APIReader, scheme: c.Scheme, owner: owner}
 	keep := map[ChildKey]bool{}
 	for _, obj := range objs {
 		gvk, err := gvkOf(c.Scheme, obj)
@@ -86,9 +87,11 @@ func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []
 			continue
 		}
 		keep[ChildKey{gvk, client.ObjectKeyFromObject(obj)}] = true
-		res, err := c.Applier.Apply(ctx, obj)
+		res, err := c.Applier.Apply(ctx, obj, guard.check)
 		var conflict *ConflictError
 		switch {
+		case errors.Is(err, ErrOwnerGone):
+			return false, err
 		case errors.As(err, &conflict):
 			refs.add(igwv1.ReasonNameConflict, conflict.Error())
 			continue
@@ -107,6 +110,46 @@ func (c *Common) applyChildren(ctx context.Context, owner client.Object, objs []
 		return failed(err)
 	}
 	return false, nil
+}
+
+// ErrOwnerGone stops a reconcile that was about to write a child of an owner
+// that is gone, replaced under its name, or being deleted since it was read.
+var ErrOwnerGone = errors.New("the owner is gone or being deleted")
+
+// ownerGuard reads the owner from the API server once, before a reconcile's
+// first write of a child. The reconcile read it at its start, but rendering,
+// reads and writes of other children take time, more under load: a child
+// written after the owner went would be left to the garbage collector, and one
+// beside a Gateway in another namespace to the orphan sweep. A reconcile that
+// writes nothing reads nothing more.
+type ownerGuard struct {
+	reader client.Reader
+	scheme *runtime.Scheme
+	owner  client.Object
+	done   bool
+	err    error
+}
+
+func (g *ownerGuard) check(ctx context.Context) error {
+	if g.done {
+		return g.err
+	}
+	gvk, err := gvkOf(g.scheme, g.owner)
+	if err != nil {
+		return err
+	}
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(gvk)
+	switch err := g.reader.Get(ctx, client.ObjectKeyFromObject(g.owner), live); {
+	case apierrors.IsNotFound(err):
+		g.err = fmt.Errorf("%s %s: %w", gvk.Kind, g.owner.GetName(), ErrOwnerGone)
+	case err != nil:
+		return err // not remembered: the next write asks again
+	case live.UID != g.owner.GetUID() || live.DeletionTimestamp != nil:
+		g.err = fmt.Errorf("%s %s: %w", gvk.Kind, g.owner.GetName(), ErrOwnerGone)
+	}
+	g.done = true
+	return g.err
 }
 
 // prune deletes the children in scopes that are not in keep, and returns what it deleted.

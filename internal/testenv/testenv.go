@@ -249,7 +249,9 @@ func (e *Env) StartAPIServer() error {
 
 // Stop stops the control plane and removes its files.
 func (e *Env) Stop() error {
-	err := errors.Join(e.stopControllers(), e.env.Stop())
+	// The API server first, through StopAPIServer: a graceful stop that
+	// outlasts stopGrace and ends in SIGKILL is still a stop.
+	err := errors.Join(e.stopControllers(), e.StopAPIServer(), e.env.Stop())
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)
 	}
