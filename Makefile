@@ -60,7 +60,7 @@ $(BIN)/%: FORCE
 FORCE:
 
 .PHONY: control-plane
-control-plane: ## Install etcd and build kube-apiserver/kubectl v1.37.2 for the tests (cached in ~/.cache/igw).
+control-plane: ## Install etcd and build kube-apiserver/kubectl/kube-controller-manager v1.37.2 for the tests (cached in ~/.cache/igw).
 	@hack/control-plane.sh >/dev/null
 
 .PHONY: egctl

@@ -106,7 +106,8 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
+	// The real garbage collector deletes the children of deleted owners.
+	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs, Controllers: []string{testenv.GarbageCollector}})
 	Expect(err).NotTo(HaveOccurred())
 	scheme, err = manager.NewScheme()
 	Expect(err).NotTo(HaveOccurred())

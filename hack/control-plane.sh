@@ -5,6 +5,8 @@
 #   etcd            Debian's etcd-server package (3.4)
 #   kube-apiserver  built from k8s.io/kubernetes at $K8S_VERSION (hack/tools/kube-apiserver)
 #   kubectl         built from the same module, so the client matches the server
+#   kube-controller-manager  built from the same module: the real garbage collector
+#                   (and, where a suite runs them, the other controllers)
 #
 # Binaries are cached outside the clone (IGW_CACHE_DIR, default ~/.cache/igw) so
 # that every clone and CI run on the machine reuses them.
@@ -38,10 +40,10 @@ version_ldflags="-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*
 # One build at a time: concurrent runs (test packages, several clones) wait
 # for the first instead of compiling the same binary side by side.
 exec 9>"$assets/.build.lock"
-for cmd in kube-apiserver kubectl; do
+for cmd in kube-apiserver kubectl kube-controller-manager; do
 	[ -x "$assets/$cmd" ] || flock 9
 	if [ ! -x "$assets/$cmd" ]; then
-		say "building $cmd v$K8S_VERSION (about 9 minutes the first time, cached afterwards)"
+		say "building $cmd v$K8S_VERSION (minutes on two cores the first time, cached afterwards)"
 		start=$(date +%s)
 		(cd "$root/hack/tools/kube-apiserver" && go build -ldflags "$version_ldflags" -o "$assets/$cmd.partial" "k8s.io/kubernetes/cmd/$cmd")
 		mv "$assets/$cmd.partial" "$assets/$cmd"

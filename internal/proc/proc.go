@@ -110,18 +110,13 @@ type Proc struct {
 // answered GET readyPath with 200 (within StartTimeout). The process is killed
 // if this one dies without stopping it.
 func Start(ctx context.Context, name, bin string, args []string, readyPath string) (*Proc, error) {
-	p := &Proc{Name: name, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stderr = p.stderr
-	p.cmd.SysProcAttr = sysProcAttr()
-	// A grandchild holding stderr open must not keep Wait (and Stop) waiting.
-	p.cmd.WaitDelay = time.Second
+	p := newProc(name, bin, args)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+	if err := p.begin(); err != nil {
+		return nil, err
 	}
 	addr := make(chan string, 1)
 	go func() {
@@ -132,7 +127,6 @@ func Start(ctx context.Context, name, bin string, args []string, readyPath strin
 			}
 		}
 	}()
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	timeout := time.NewTimer(StartTimeout)
 	defer timeout.Stop()
 	fail := func(format string, a ...any) (*Proc, error) {
@@ -171,6 +165,37 @@ func Start(ctx context.Context, name, bin string, args []string, readyPath strin
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// StartQuiet starts bin with args for a process that announces no address
+// (a control-plane component) and returns once it runs; its stdout and stderr
+// go to the tail that Stderr returns.
+func StartQuiet(name, bin string, args []string) (*Proc, error) {
+	p := newProc(name, bin, args)
+	p.cmd.Stdout = p.stderr
+	if err := p.begin(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newProc(name, bin string, args []string) *Proc {
+	p := &Proc{Name: name, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stderr = p.stderr
+	p.cmd.SysProcAttr = sysProcAttr()
+	// A grandchild holding stderr open must not keep Wait (and Stop) waiting.
+	p.cmd.WaitDelay = time.Second
+	return p
+}
+
+// begin starts the command and notes when it exits.
+func (p *Proc) begin() error {
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", p.Name, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	return nil
 }
 
 // Stop ends the process: SIGTERM, then SIGKILL after 5 s. Safe to repeat.

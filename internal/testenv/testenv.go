@@ -18,11 +18,12 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/igw-dev/igw/internal/proc"
 )
 
 // startTimeout is generous because etcd and the API server share two cores with the tests.
@@ -67,10 +68,7 @@ type Env struct {
 	env *envtest.Environment
 	tmp string
 	// controllers is the running kube-controller-manager, nil without Options.Controllers.
-	controllers *exec.Cmd
-	// controllersExited is closed when it exits; controllersErr then says how.
-	controllersExited chan struct{}
-	controllersErr    error
+	controllers *proc.Proc
 }
 
 // RepoRoot is the root of the igw checkout this package was compiled from.
@@ -149,57 +147,28 @@ func StartFor(t testing.TB, why string, opts Options) *Env {
 }
 
 // startControllers runs kube-controller-manager with the named controllers,
-// as the administrator, without leader election or a serving port. Its log is
-// kube-controller-manager.log in the environment's directory.
+// as the administrator, without leader election or a serving port.
 func (e *Env) startControllers(names []string) error {
-	logFile, err := os.Create(filepath.Join(e.tmp, "kube-controller-manager.log"))
+	p, err := proc.StartQuiet("kube-controller-manager", filepath.Join(e.AssetsDir, "kube-controller-manager"), []string{
+		"--kubeconfig=" + e.KubeconfigPath, "--controllers=" + strings.Join(names, ","),
+		"--leader-elect=false", "--secure-port=0", "--v=1"})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (hack/control-plane.sh builds it into %s)", err, e.AssetsDir)
 	}
-	cmd := exec.Command(filepath.Join(e.AssetsDir, "kube-controller-manager"),
-		"--kubeconfig="+e.KubeconfigPath, "--controllers="+strings.Join(names, ","),
-		"--leader-elect=false", "--secure-port=0", "--v=1")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("starting kube-controller-manager from %s (hack/control-plane.sh builds it): %w", e.AssetsDir, err)
-	}
-	e.controllers, e.controllersExited = cmd, make(chan struct{})
-	go func() {
-		e.controllersErr = cmd.Wait()
-		_ = logFile.Close()
-		close(e.controllersExited)
-	}()
+	e.controllers = p
 	return nil
 }
 
-// controllersLogTail is the end of kube-controller-manager's log.
-func (e *Env) controllersLogTail() string {
-	b, _ := os.ReadFile(filepath.Join(e.tmp, "kube-controller-manager.log"))
-	const tail = 4 << 10
-	if len(b) > tail {
-		b = b[len(b)-tail:]
-	}
-	return string(b)
-}
-
-// stopControllers stops kube-controller-manager: politely, then not.
+// stopControllers stops kube-controller-manager, and says so if it had
+// stopped by itself.
 func (e *Env) stopControllers() error {
 	if e.controllers == nil {
 		return nil
 	}
-	select {
-	case <-e.controllersExited:
-		return fmt.Errorf("kube-controller-manager exited early: %v; its log ends:\n%s", e.controllersErr, e.controllersLogTail())
-	default:
+	if e.controllers.Exited() {
+		return fmt.Errorf("kube-controller-manager exited early; its output ends:\n%s", e.controllers.Stderr())
 	}
-	_ = e.controllers.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-e.controllersExited:
-	case <-time.After(10 * time.Second):
-		_ = e.controllers.Process.Kill()
-		<-e.controllersExited
-	}
+	e.controllers.Stop()
 	return nil
 }
 
