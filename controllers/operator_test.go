@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -340,14 +341,18 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 	It("lets a deleted route's children go to the garbage collector and drops it from shared state", func() {
 		deleted := getRoute(ns, "qwen")
 		children := routeChildren("qwen")
-		Expect(k8s.Delete(ctx, deleted)).To(Succeed())
-		Eventually(gone(&igwv1.ModelRoute{}, ns, "qwen"), eventually, poll).Should(BeTrue(), "a route needs no finalizer")
-
-		By("every child is controlled by the deleted route, so the garbage collector removes it")
+		By("every child is controlled by the route")
 		for _, c := range children {
 			obj, err := c.fetch()
 			Expect(err).NotTo(HaveOccurred(), c.String())
 			Expect(metav1.GetControllerOf(obj).UID).To(Equal(deleted.UID), c.String())
+		}
+		Expect(k8s.Delete(ctx, deleted)).To(Succeed())
+		Eventually(gone(&igwv1.ModelRoute{}, ns, "qwen"), eventually, poll).Should(BeTrue(), "a route needs no finalizer")
+
+		By("so the garbage collector removes every child")
+		for _, c := range children {
+			Eventually(func() bool { _, err := c.fetch(); return apierrors.IsNotFound(err) }, eventually, poll).Should(BeTrue(), c.String())
 		}
 		By("what the route contributed to the config's children and status is gone")
 		Eventually(func() string {
