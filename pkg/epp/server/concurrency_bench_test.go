@@ -42,7 +42,9 @@ func BenchmarkConcurrentLargePrompts(b *testing.B) {
 	times := requestPathTimes(b, f.client, body, resp)
 	b.StopTimer()
 
-	q := func(d []time.Duration, p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1e3 }
+	q := func(d []time.Duration, p float64) float64 {
+		return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1e3
+	}
 	b.ReportMetric(q(times, 0.5), "p50-ms")
 	b.ReportMetric(q(times, 0.99), "p99-ms")
 	b.ReportMetric(q(baseTimes, 0.99), "passthrough-p99-ms")
