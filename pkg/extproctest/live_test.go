@@ -52,13 +52,7 @@ func TestLiveStreamsTheResponseAsItArrives(t *testing.T) {
 	}
 	// Each chunk must reach the client before the upstream sends the next.
 	expectEachChunkFlushed(t, send, w, "data: a\n\n", "data: b\n\n")
-	send.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	endExchange(t, send, done, l)
 	if w.Body.String() != "DATA: A\n\nDATA: B\n\n" {
 		t.Fatalf("client body %q", w.Body.String())
 	}
@@ -166,13 +160,7 @@ func TestLiveStreamedResponseModeForwardsEachRepliedChunk(t *testing.T) {
 		t.Fatalf("headers: %d, body %q", w.Code, got)
 	}
 	expectEachChunkFlushed(t, send, w, "data: a\n\n", "data: b\n\n")
-	send.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	endExchange(t, send, done, l)
 	if w.Body.String() != "DATA: A\n\nDATA: B\n\n" {
 		t.Fatalf("client body %q", w.Body.String())
 	}
@@ -194,5 +182,18 @@ func expectEachChunkFlushed(t *testing.T, upstream io.Writer, w *chunkWriter, ch
 		case <-time.After(5 * time.Second):
 			t.Fatalf("chunk %q did not reach the client while the upstream was still open", chunk)
 		}
+	}
+}
+
+// endExchange ends the upstream body, then requires Respond (its result on
+// done) and the exchange to finish cleanly.
+func endExchange(t *testing.T, upstream io.Closer, done <-chan error, l *Live) {
+	t.Helper()
+	upstream.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -494,7 +494,7 @@ func (xp extProc) begin(ctx context.Context, req extproctest.Request) (*extproct
 		return nil, errFilterDown
 	}
 	l, err := xp.client.Begin(ctx, req)
-	if status.Code(errors.Unwrap(err)) == codes.Unavailable || status.Code(err) == codes.Unavailable {
+	if status.Code(err) == codes.Unavailable { // status.Code sees through wrapping
 		return nil, fmt.Errorf("%w: %w", errFilterDown, err)
 	}
 	return l, err
