@@ -213,8 +213,17 @@ func checkActivePassive(t *testing.T, p *pool, leader, standby *Runner) {
 	if st := healthOf(t, standby); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("the standby's health is %s, want NOT_SERVING", st)
 	}
-	code, detail := readyz(t, standby)
-	if want := "standby (leader: " + lid + ")"; code != http.StatusServiceUnavailable || detail["leaderElection"] != want || detail["identity"] != sid {
+	// The standby learns the holder on its next acquire attempt (one retry
+	// period, longer when the API server is slow under load); until then it
+	// reports "none known", which is also true.
+	want := "standby (leader: " + lid + ")"
+	var code int
+	var detail map[string]any
+	servetest.WaitFor(t, "the standby names the leader", waitLong, func() bool {
+		code, detail = readyz(t, standby)
+		return detail["leaderElection"] == want
+	})
+	if code != http.StatusServiceUnavailable || detail["identity"] != sid {
 		t.Fatalf("the standby's /readyz: %d %v, want 503 with %q", code, detail, want)
 	}
 	refused := testutil.ToFloat64(standby.Metrics.StandbyRefusals)
