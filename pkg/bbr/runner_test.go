@@ -3,7 +3,6 @@ package bbr
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -83,16 +82,11 @@ func startRunner(t *testing.T, o *Options) *Runner {
 
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	a := servetest.Get(t, url)
+	if a.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, a.Status, a.Body)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
+	return string(a.Body)
 }
 
 func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {

@@ -192,11 +192,8 @@ func post(t *testing.T, g *Gateway, path, body string, headers ...string) respon
 // postVia is post through client (one dialing from another source address, say).
 func postVia(t *testing.T, client *http.Client, g *Gateway, path, body string, headers ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+g.Addr()+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	req := servetest.NewRequest(t, http.MethodPost, "http://"+g.Addr()+path, body)
+	req.Header.Set("Content-Type", "application/json") // on an empty body too
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
@@ -206,13 +203,8 @@ func postVia(t *testing.T, client *http.Client, g *Gateway, path, body string, h
 // send sends req through client and reads the whole answer.
 func send(t *testing.T, client *http.Client, req *http.Request) response {
 	t.Helper()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, string(b)}
+	a := servetest.Do(t, client, req)
+	return response{a.Status, a.Header, string(a.Body)}
 }
 
 // openStream posts a streamed completion to the gateway at baseURL and

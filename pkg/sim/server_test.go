@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -46,13 +47,8 @@ func startServer(t testing.TB, mutate func(*Options)) (*Server, string) {
 
 func post(t testing.TB, url, body string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	a := servetest.Post(t, url, body)
+	return a.Status, a.Body
 }
 
 // usageJSON is a response's usage as OpenAI clients read it.
@@ -248,10 +244,6 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 	if code, _ := post(t, base+"/v1/load_lora_adapter", `{"lora_name":"chat","lora_path":"/adapters/chat"}`); code != 400 {
 		t.Errorf("loading twice: %d", code)
 	}
-	resp, err := http.Get(base + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var models struct {
 		Object string
 		Data   []struct {
@@ -260,8 +252,7 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 			Parent *string
 		}
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&models)
-	resp.Body.Close()
+	_ = json.Unmarshal(servetest.Get(t, base+"/v1/models").Body, &models)
 	if models.Object != "list" || len(models.Data) != 3 || models.Data[0].ID != "llama-3.1-8b" ||
 		models.Data[1].ID != "chat" || *models.Data[1].Parent != "llama-3.1-8b" || models.Data[2].Root != "/adapters/sql" {
 		t.Fatalf("models %+v", models)
