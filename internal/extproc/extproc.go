@@ -28,6 +28,26 @@ func Recv(srv extprocv3.ExternalProcessor_ProcessServer) (*extprocv3.ProcessingR
 	return req, err
 }
 
+// Serve reads one ext_proc stream until Envoy ends it, handing each message
+// to handle; the protocol_config that a stream's first message carries goes to
+// announced before its message is handled. It returns the first error of the
+// stream or of handle.
+func Serve(srv extprocv3.ExternalProcessor_ProcessServer, announced func(*extprocv3.ProtocolConfiguration),
+	handle func(*extprocv3.ProcessingRequest) error) error {
+	for {
+		req, err := Recv(srv)
+		if req == nil {
+			return err
+		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			announced(pc)
+		}
+		if err := handle(req); err != nil {
+			return err
+		}
+	}
+}
+
 // SetHeader sets key to value, replacing any value the request has. The value
 // goes in raw_value: Envoy ignores value when raw_value is set.
 func SetHeader(key, value string) *corev3.HeaderValueOption {
