@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 )
 
@@ -115,12 +116,12 @@ func TestModelListFileKeepsTheLastGoodList(t *testing.T) {
 }
 
 func TestRunnerServesTheModelList(t *testing.T) {
-	cm := newMountedConfigMap(t, map[string]string{
+	cm := testfile.NewConfigMap(t, map[string]string{
 		AdapterMappingFileName: "adapters: {sql-lora: qwen3-32b}",
 		ModelListFileName:      "models: [{id: qwen3-32b}, {id: sql-lora, parent: qwen3-32b}]",
 	})
 	o := NewOptions()
-	o.AdapterMappingFile, o.ModelListFile = cm.path(AdapterMappingFileName), cm.path(ModelListFileName)
+	o.AdapterMappingFile, o.ModelListFile = cm.Path(AdapterMappingFileName), cm.Path(ModelListFileName)
 	o.AdapterMappingPollInterval = 5 * time.Millisecond
 	r := startRunner(t, o)
 	base := "http://" + r.Addr("models")
@@ -140,12 +141,12 @@ func TestRunnerServesTheModelList(t *testing.T) {
 		t.Fatalf("at start: %v", got)
 	}
 
-	cm.update(map[string]string{
+	cm.Update(map[string]string{
 		AdapterMappingFileName: "adapters: {sql-lora: qwen3-32b}",
 		ModelListFileName:      "models: [{id: qwen3-32b}, {id: sql-lora, parent: qwen3-32b}, {id: llama}]",
 	})
 	waitFor(t, "the updated list", func() bool { return slices.Contains(models(), "llama") })
-	cm.update(map[string]string{
+	cm.Update(map[string]string{
 		AdapterMappingFileName: "adapters: {sql-lora: qwen3-32b}",
 		ModelListFileName:      "models: [{id: llama, parent: llama}]",
 	})

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -157,15 +156,6 @@ func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard,
 // serveGateway runs g until the test ends.
 func serveGateway(t *testing.T, g *Gateway) { servetest.Serve(t, "gateway", g.Run) }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func endpointsFile(t *testing.T, ups ...*upstream) string {
 	t.Helper()
 	var b strings.Builder
@@ -175,7 +165,7 @@ func endpointsFile(t *testing.T, ups ...*upstream) string {
 	if len(ups) == 0 {
 		b.WriteString("[]\n")
 	}
-	return writeFile(t, "endpoints.yaml", b.String())
+	return testfile.Write(t, "", "endpoints.yaml", b.String())
 }
 
 type response struct {

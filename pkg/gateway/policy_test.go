@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -139,7 +140,7 @@ func TestPolicyMustBeKnown(t *testing.T) {
 	}{
 		{nil, []string{"--endpoints-file", eps, "--policy", "round-robin"}, `--policy must be one of igw, got "round-robin"`},
 		{reg, []string{"--endpoints-file", eps, "--policy", "random"}, `--policy must be one of igw, first, got "random"`},
-		{nil, []string{"--config", writeFile(t, "gateway.yaml", "pools:\n- {name: p, endpointsFile: "+eps+", policy: first}\n")},
+		{nil, []string{"--config", testfile.Write(t, "", "gateway.yaml", "pools:\n- {name: p, endpointsFile: "+eps+", policy: first}\n")},
 			`pool "p": unknown policy "first" (known: igw)`},
 	} {
 		o := NewOptions()

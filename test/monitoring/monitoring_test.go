@@ -38,6 +38,7 @@ import (
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/runner"
@@ -252,10 +253,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	// The endpoint picker over a simulated model server, with traffic.
 	sim := simproc.Start(t, simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b"}, ServedModelName: "m"})
 	dir := t.TempDir()
-	eps := filepath.Join(dir, "endpoints.yaml")
-	if err := os.WriteFile(eps, []byte(fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n", sim.Port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	eps := testfile.Write(t, dir, "endpoints.yaml", fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n", sim.Port))
 	eo := options.New()
 	eo.EndpointsFile, eo.BindAddress, eo.GRPCPort, eo.HealthPort, eo.MetricsPort = eps, "127.0.0.1", 0, 0, 0
 	epp, picker := startExtProc(t, "endpoint picker", eo, runner.New, logger)

@@ -6,13 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/epp/options"
@@ -51,7 +50,6 @@ func TestPreciseScorerFollowsKVEvents(t *testing.T) {
 	pa, pb := simproc.Start(t, a), simproc.Start(t, b)
 	keyA, keyB := pa.Addr, pb.Addr
 
-	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
 plugins:
 - name: precise
@@ -61,10 +59,8 @@ plugins:
 filters: [saturation-filter]
 scorers: [{plugin: precise, weight: 1}]
 `, kvEventsPort, kvReplayPort) + trustTestHeaders
-	must(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "endpoints.yaml"), []byte(fmt.Sprintf(
-		"- {address: %s, port: %d}\n- {address: %s, port: %d}\n", a.Host, pa.Port, b.Host, pb.Port)), 0o644))
-	r := startRunner(t, filepath.Join(dir, "config.yaml"), filepath.Join(dir, "endpoints.yaml"))
+	r := startRunner(t, testfile.Write(t, "", "config.yaml", cfg), testfile.Write(t, "", "endpoints.yaml", fmt.Sprintf(
+		"- {address: %s, port: %d}\n- {address: %s, port: %d}\n", a.Host, pa.Port, b.Host, pb.Port)))
 	hub := r.KVEvents
 	servetest.WaitFor(t, "both streams exact", 10*time.Second, func() bool {
 		return podState(hub, keyA) == kvevents.StateExact && podState(hub, keyB) == kvevents.StateExact
