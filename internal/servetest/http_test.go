@@ -24,3 +24,15 @@ func TestGetAndPostReadTheWholeAnswer(t *testing.T) {
 		t.Fatalf("Post: %d %q %q", a.Status, a.Body, a.Header.Get("X-Seen"))
 	}
 }
+
+// Metrics reads a Prometheus exposition into families by name.
+func TestMetricsParsesTheExposition(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "# TYPE requests_total counter\nrequests_total{code=\"200\"} 7\n")
+	}))
+	defer srv.Close()
+	f := Metrics(t, srv.URL)["requests_total"]
+	if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetCounter().GetValue() != 7 {
+		t.Fatalf("requests_total: %v", f)
+	}
+}

@@ -14,8 +14,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/tokenizer"
@@ -268,22 +266,6 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 	}
 }
 
-// scrape parses /metrics with the Prometheus text parser.
-func scrape(t testing.TB, base string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return families
-}
-
 func value(t testing.TB, families map[string]*dto.MetricFamily, name string) float64 {
 	t.Helper()
 	f := families[name]
@@ -314,7 +296,7 @@ func label(m *dto.Metric, name string) string {
 func TestMetricsParseAndReportState(t *testing.T) {
 	_, base := startServer(t, nil)
 	post(t, base+"/v1/completions", `{"prompt":"`+tokenizer.GenerateText(1, 100)+`","max_tokens":4}`)
-	fams := scrape(t, base)
+	fams := servetest.Metrics(t, base+"/metrics")
 	for name, want := range map[string]float64{
 		wire.VLLMNumRequestsRunning: 0, wire.VLLMNumRequestsWaiting: 0, wire.VLLMKVCacheUsagePerc: 0,
 		wire.VLLMPrefixCacheQueries: 100, wire.VLLMPrefixCacheHits: 0, wire.VLLMPromptTokens: 100,
@@ -343,7 +325,7 @@ func TestSGLangMetricNames(t *testing.T) {
 	_, base := startServer(t, func(o *Options) { o.Engine = EngineSGLang })
 	post(t, base+"/v1/completions", `{"prompt":"abcdefgh","max_tokens":1}`)
 	post(t, base+"/v1/completions", `{"prompt":"abcdefgh","max_tokens":1}`)
-	fams := scrape(t, base)
+	fams := servetest.Metrics(t, base+"/metrics")
 	for _, name := range []string{wire.SGLangNumRunningReqs, wire.SGLangNumQueueReqs, wire.SGLangTokenUsage, wire.SGLangCacheHitRate, wire.SGLangTimeToFirstToken} {
 		if fams[name] == nil {
 			t.Errorf("%s missing", name)
@@ -372,7 +354,7 @@ func TestFullKVCacheVisibleInMetrics(t *testing.T) {
 	var waiting, preemptions float64
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) && (waiting == 0 || preemptions == 0) {
-		fams := scrape(t, base)
+		fams := servetest.Metrics(t, base+"/metrics")
 		waiting = max(waiting, value(t, fams, wire.VLLMNumRequestsWaiting))
 		preemptions = value(t, fams, wire.VLLMNumPreemptions)
 		if value(t, fams, wire.VLLMKVCacheUsagePerc) > 1 {
@@ -402,7 +384,7 @@ func TestLoRARequestsInfo(t *testing.T) {
 	var newest *dto.Metric
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		fams := scrape(t, base)
+		fams := servetest.Metrics(t, base+"/metrics")
 		newest = nil
 		for _, m := range fams[wire.VLLMLoRARequestsInfo].Metric {
 			if newest == nil || m.Gauge.GetValue() > newest.Gauge.GetValue() {
@@ -425,7 +407,7 @@ func TestLoRARequestsInfo(t *testing.T) {
 	}
 	<-done
 	<-done
-	fams := scrape(t, base)
+	fams := servetest.Metrics(t, base+"/metrics")
 	if value(t, fams, wire.VLLMGenerationTokens) != 800 {
 		t.Errorf("generation tokens %g", value(t, fams, wire.VLLMGenerationTokens))
 	}

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/gateway/proto/extension"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -217,17 +216,7 @@ func TestExpressionsParse(t *testing.T) {
 // names a histogram or summary family adds (_bucket, _sum, _count).
 func exported(t *testing.T, url string, into map[string]string, who string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("%s: %v", url, err)
-	}
-	for name, f := range fams {
+	for name, f := range servetest.Metrics(t, url) {
 		if len(f.GetMetric()) == 0 {
 			continue
 		}
