@@ -30,8 +30,8 @@ func Recv(srv extprocv3.ExternalProcessor_ProcessServer) (*extprocv3.ProcessingR
 
 // Serve reads one ext_proc stream until Envoy ends it, handing each message
 // to handle; the protocol_config that a stream's first message carries goes to
-// announced before its message is handled. It returns the first error of the
-// stream or of handle.
+// announced (when not nil) before its message is handled. It returns the first
+// error of the stream or of handle.
 func Serve(srv extprocv3.ExternalProcessor_ProcessServer, announced func(*extprocv3.ProtocolConfiguration),
 	handle func(*extprocv3.ProcessingRequest) error) error {
 	for {
@@ -39,7 +39,7 @@ func Serve(srv extprocv3.ExternalProcessor_ProcessServer, announced func(*extpro
 		if req == nil {
 			return err
 		}
-		if pc := req.GetProtocolConfig(); pc != nil {
+		if pc := req.GetProtocolConfig(); pc != nil && announced != nil {
 			announced(pc)
 		}
 		if err := handle(req); err != nil {

@@ -67,4 +67,7 @@ func TestServeHandsOnEveryMessageUntilTheStreamEnds(t *testing.T) {
 			t.Errorf("%s: Serve returned %v after %v, want %v after %v", c.name, err, seen, c.wantError, c.wantSeen)
 		}
 	}
+	if err := Serve(&scriptedStream{msgs: script(), end: io.EOF}, nil, func(*extprocv3.ProcessingRequest) error { return nil }); err != nil {
+		t.Errorf("without announced: %v", err)
+	}
 }
