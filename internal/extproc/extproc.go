@@ -1,6 +1,7 @@
-// Package extproc builds the ext_proc messages igw's ext_proc servers (the
-// body-based router and the endpoint picker) send Envoy, and reads the header
-// values Envoy sends them, so that both speak the protocol the same way.
+// Package extproc reads the ext_proc streams of igw's ext_proc servers (the
+// body-based router and the endpoint picker), builds the messages they send
+// Envoy and reads the header values Envoy sends them, so that both speak the
+// protocol the same way.
 package extproc
 
 import (
