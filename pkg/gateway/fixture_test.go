@@ -24,8 +24,9 @@ import (
 )
 
 // upstream is a fake model server: it names itself in x-upstream, counts
-// its requests and answers completions (streamed or not) with usage. hold,
-// when set, is called between the first and the remaining events.
+// its requests and answers completions (streamed or not) with usage. before,
+// when set, is called before any byte of the answer; hold between the first
+// and the remaining events.
 type upstream struct {
 	*httptest.Server
 	name    string
@@ -37,6 +38,7 @@ type upstream struct {
 	mu       sync.Mutex
 	requests []map[string]any
 	headers  []http.Header // each request's, in order
+	before   func(r *http.Request)
 	hold     func(r *http.Request)
 	// status, when set, is the answer to every request, with an error body.
 	status int
@@ -88,8 +90,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.requests = append(u.requests, body)
 	u.headers = append(u.headers, r.Header.Clone())
-	hold, status := u.hold, u.status
+	before, hold, status := u.before, u.hold, u.status
 	u.mu.Unlock()
+	if before != nil {
+		before(r)
+	}
 	w.Header().Set("x-upstream", u.name)
 	if status != 0 {
 		http.Error(w, `{"error":{"message":"failing on purpose"}}`, status)

@@ -11,8 +11,11 @@
 // (the EPP director for the igw policy, a registered policy's Picker
 // otherwise) chooses an endpoint and fallbacks, and net/http/httputil proxies the
 // request, flushing every write so server-sent events pass as they arrive. A
-// connection that fails before any byte is sent is retried on the next
-// fallback. The response is metered on its way back (pkg/epp/responsestream)
+// pod that fails before the first byte of its answer (refused or reset
+// connection, a server error, no first byte of a stream within
+// --first-byte-timeout) costs the client nothing: the request goes to the
+// pick's next fallback, once (a refused connection, which the pod never
+// saw, to every fallback in turn). The response is metered on its way back (pkg/epp/responsestream)
 // so the picker learns each endpoint's speed from real streaming: the proxy
 // reports every pick's first token, tokens and completion or failure through
 // the pick lifecycle all igw pickers share (director.Lifecycle).

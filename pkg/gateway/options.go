@@ -76,6 +76,10 @@ type Options struct {
 	// connection attempt to a model server, after which the next fallback is tried.
 	RequestTimeout time.Duration
 	DialTimeout    time.Duration
+	// FirstByteTimeout is how long a streamed request waits for its pod's
+	// first byte before it is retried on another pod (0: never); a
+	// non-streamed answer comes whole, so only RequestTimeout bounds it.
+	FirstByteTimeout time.Duration
 	// TimeScale makes the gateway's clock run this many times faster than the
 	// wall clock, to match simulators run with --speedup; every duration
 	// option of routing is in the gateway's time (the front door's are not).
@@ -110,6 +114,7 @@ func NewOptions() *Options {
 		StalePolicy:           string(director.StaleSaturated),
 		MaxBodyBytes:          64 << 20,
 		DialTimeout:           2 * time.Second,
+		FirstByteTimeout:      30 * time.Second,
 		TimeScale:             1,
 	}
 }
@@ -146,6 +151,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the pickers' random choices.")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Bound on one proxied request, response included (0: none).")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to a model server before trying the next fallback.")
+	fs.DurationVar(&o.FirstByteTimeout, "first-byte-timeout", o.FirstByteTimeout, "How long a streamed request waits for its model server's first byte before it is retried once on another server (0: no limit); the last server tried is never cut.")
 	fs.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "Run the gateway's clock this many times faster than the wall clock (benchmarks against modelsim --speedup); routing durations are in the gateway's time, the front door's timeouts in wall-clock time.")
 }
 
@@ -213,8 +219,8 @@ func (o *Options) Validate() error {
 		bad("--config-poll-interval must be positive")
 	case o.MaxBodyBytes <= 0:
 		bad("--max-body-bytes must be positive")
-	case o.RequestTimeout < 0 || o.DialTimeout <= 0:
-		bad("--request-timeout must not be negative and --dial-timeout must be positive")
+	case o.RequestTimeout < 0 || o.DialTimeout <= 0 || o.FirstByteTimeout < 0:
+		bad("--request-timeout and --first-byte-timeout must not be negative, --dial-timeout must be positive")
 	case !(o.TimeScale > 0):
 		bad("--time-scale must be positive")
 	}

@@ -34,9 +34,11 @@ type Picker interface {
 	// for a breakdown. The pick counts against its endpoint until it ends.
 	Pick(ctx context.Context, req *scheduling.Request, explain bool, now time.Time) (*Pick, *apierror.Error)
 	// Reroute tells the picker that p goes to endpoint, one of its
-	// fallbacks, because its endpoint could not be reached before any byte
-	// was sent: the pick fails there and counts against endpoint from now on.
-	Reroute(p *Pick, endpoint string, now time.Time)
+	// fallbacks, because its endpoint failed with f before the first byte
+	// of an answer reached the client (it could not be reached, reset the
+	// connection, answered a server error or did not answer in time): the
+	// pick fails there and counts against endpoint from now on.
+	Reroute(p *Pick, f director.Failure, endpoint string, now time.Time)
 	director.Lifecycle[*Pick]
 	// UpdateMetrics takes a telemetry sample of the endpoint key (the
 	// scraper's sink); false when the picker does not know the endpoint.
@@ -74,12 +76,12 @@ func result(p *Pick) *director.Result {
 	return res
 }
 
-func (e *eppPicker) Reroute(p *Pick, endpoint string, now time.Time) {
+func (e *eppPicker) Reroute(p *Pick, f director.Failure, endpoint string, now time.Time) {
 	if p.Breakdown != "" {
 		p.Breakdown += ";rerouted=" + endpoint
 	}
 	if res := result(p); res != nil {
-		p.Ticket = e.d.Reroute(res, director.Failure{}, endpoint, now) // a dial error
+		p.Ticket = e.d.Reroute(res, f, endpoint, now)
 	}
 }
 

@@ -60,7 +60,7 @@ func (r *recorder) Pick(_ context.Context, _ *scheduling.Request, _ bool, _ time
 	return &Pick{Endpoint: eps[0].Key()}, nil
 }
 
-func (r *recorder) Reroute(*Pick, string, time.Time) { r.record("reroute") }
+func (r *recorder) Reroute(*Pick, director.Failure, string, time.Time) { r.record("reroute") }
 
 func (r *recorder) ObserveFirstToken(*Pick, time.Time) { r.record("first token") }
 

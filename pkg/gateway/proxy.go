@@ -188,7 +188,7 @@ func (g *Gateway) newProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Host = x.pick.Endpoint
 			pr.Out.Host = ""
 		},
-		Transport: &fallbackTransport{base: base},
+		Transport: &retryTransport{base: base, firstByteTimeout: g.clock.Wall(g.opts.FirstByteTimeout)},
 		// Flush every write: server-sent events reach the client as they arrive.
 		FlushInterval:  -1,
 		ModifyResponse: modifyResponse,
@@ -249,23 +249,49 @@ func (b *meteredBody) Close() error {
 	return err
 }
 
-// fallbackTransport retries a request whose connection failed, before any
-// byte was sent, on the pick's next fallback, moving the pick's accounting
-// there.
-type fallbackTransport struct {
-	base http.RoundTripper
+// retryTransport sends a request to its pick's endpoint and, when that pod
+// fails before the first byte of its answer, to the pick's next fallback
+// (the picker's next choice, never the failed pod), moving the pick's
+// accounting there and reporting the failure so health learns. Nothing has
+// reached the client then: the proxy writes the response only once
+// RoundTrip returns it, and RoundTrip returns a success only with its first
+// body byte in hand. A pod that refused the connection never saw the
+// request, so every fallback may be tried in turn; one that may have (a
+// reset, a server error, no first byte within firstByteTimeout) costs the
+// request its one retry. The last pod tried is never cut for slowness:
+// with nowhere else to go, waiting is better than failing.
+type retryTransport struct {
+	base             http.RoundTripper
+	firstByteTimeout time.Duration // wall clock; 0: none
 }
 
-func (t *fallbackTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+// errFirstByteTimeout is a pod that sent no byte within the first-byte timeout.
+var errFirstByteTimeout = errors.New("the model server sent no first byte in time")
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	x := exchangeOf(req.Context())
+	if x == nil {
+		return t.base.RoundTrip(req)
+	}
+	retried := false
 	for {
-		resp, err := t.base.RoundTrip(req)
-		if err == nil || x == nil || !isDialError(err) || len(x.pick.Fallbacks) == 0 || req.GetBody == nil {
+		canRetry := len(x.pick.Fallbacks) > 0 && req.GetBody != nil && req.Context().Err() == nil
+		timeout := time.Duration(0)
+		if canRetry && !retried && x.meter.Streaming {
+			timeout = t.firstByteTimeout
+		}
+		resp, err := t.attempt(req, timeout)
+		failure, retriable := beforeFirstByte(resp, err)
+		if !retriable || !canRetry || req.Context().Err() != nil || (retried && !isDialError(err)) {
 			return resp, err
 		}
+		if resp != nil {
+			discard(resp.Body)
+		}
+		retried = retried || !isDialError(err)
 		next := x.pick.Fallbacks[0]
 		x.pick.Endpoint, x.pick.Fallbacks = next, x.pick.Fallbacks[1:]
-		x.pool.picker.Reroute(x.pick, next, x.pool.now())
+		x.pool.picker.Reroute(x.pick, failure, next, x.pool.now())
 		body, berr := req.GetBody()
 		if berr != nil {
 			return nil, err
@@ -273,6 +299,103 @@ func (t *fallbackTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		req = req.Clone(req.Context())
 		req.URL.Host, req.Host, req.Body = next, "", body
 	}
+}
+
+// attempt sends req once. A response it returns carries its first body byte
+// already read (or the body's end), so that a pod that fails between its
+// headers and its first byte fails here; timeout, when not 0, bounds the
+// wait for that byte.
+func (t *retryTransport) attempt(req *http.Request, timeout time.Duration) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	var timedOut atomic.Bool
+	stop := func() bool { return true }
+	if timeout > 0 {
+		timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+		stop = timer.Stop
+	}
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		stop()
+		cancel()
+		if timedOut.Load() {
+			err = errFirstByteTimeout
+		}
+		return nil, err
+	}
+	if retriableStatus(resp.StatusCode) {
+		stop()
+		resp.Body = &primedBody{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
+	}
+	head := make([]byte, 4<<10)
+	n, rerr := resp.Body.Read(head)
+	stop()
+	if n == 0 && rerr != nil && !errors.Is(rerr, io.EOF) {
+		resp.Body.Close()
+		cancel()
+		if timedOut.Load() {
+			rerr = errFirstByteTimeout
+		}
+		return nil, rerr
+	}
+	resp.Body = &primedBody{ReadCloser: resp.Body, head: head[:n], err: rerr, cancel: cancel}
+	return resp, nil
+}
+
+// beforeFirstByte reports whether an attempt's outcome is a pod's failure
+// that another pod may not share, and the failure to report.
+func beforeFirstByte(resp *http.Response, err error) (director.Failure, bool) {
+	if err != nil {
+		return director.Failure{}, true
+	}
+	return director.Failure{Status: resp.StatusCode}, retriableStatus(resp.StatusCode)
+}
+
+// retriableStatus: the server errors another pod may well not answer
+// (501, a path the server lacks, would come from every pod alike).
+func retriableStatus(code int) bool {
+	switch code {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// discard reads a little of an abandoned answer so that its connection may
+// be reused, and closes it.
+func discard(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	body.Close()
+}
+
+// primedBody is a response body whose first read (head, and the error it
+// came with) already happened; closing it ends the attempt's context.
+type primedBody struct {
+	io.ReadCloser
+	head   []byte
+	err    error
+	cancel context.CancelFunc
+}
+
+func (b *primedBody) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		if len(b.head) == 0 && b.err != nil {
+			return n, b.err
+		}
+		return n, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func (b *primedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 func isDialError(err error) bool {

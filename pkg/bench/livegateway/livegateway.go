@@ -156,7 +156,7 @@ func (p *picker) Pick(ctx context.Context, req *scheduling.Request, explain bool
 }
 
 // Reroute is never called: baseline picks have no fallbacks.
-func (p *picker) Reroute(*gateway.Pick, string, time.Time) {}
+func (p *picker) Reroute(*gateway.Pick, director.Failure, string, time.Time) {}
 
 // report hands pk's ticket to the router, unless the router was rebuilt since the pick.
 func (p *picker) report(pk *gateway.Pick, f func(r policies.Router, t policies.Ticket)) {
