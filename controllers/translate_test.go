@@ -25,6 +25,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	overridehostv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	. "github.com/onsi/ginkgo/v2"
@@ -334,6 +335,7 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 			Expect(trace.Ran).To(Equal([]string{bbr, eppFilterOf(r)}), model)
 			Expect(trace.FinalRoute).To(HavePrefix("httproute/" + ns + "/" + r + "/"))
 			checkPoolCluster(dump, trace.Cluster, r)
+			checkPoolRetry(rc, trace.FinalRoute)
 			checkPickerCluster(dump, hcm, eppFilterOf(r), r)
 		}
 	}
@@ -519,6 +521,36 @@ func checkPoolCluster(d xdsDump, name, route string) {
 	var svc corev1.Service
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
 	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))
+}
+
+// checkPoolRetry asserts that a model's route retries once what failed
+// before the response headers (a refused or reset connection, a server
+// error), on another host: the override then takes the destination
+// header's next endpoint, the picker's fallback.
+func checkPoolRetry(rc *routev3.RouteConfiguration, name string) {
+	var route *routev3.Route
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			if r.GetName() == name {
+				route = r
+			}
+		}
+	}
+	Expect(route).NotTo(BeNil(), "route %s", name)
+	rp := route.GetRoute().GetRetryPolicy()
+	Expect(rp).NotTo(BeNil(), "route %s has no retry policy", name)
+	Expect(rp.GetNumRetries().GetValue()).To(BeEquivalentTo(1), name)
+	Expect(strings.Split(rp.GetRetryOn(), ",")).To(ConsistOf("connect-failure", "reset", "retriable-status-codes"), name)
+	var codes []int
+	for _, c := range render.RetriedStatusCodes {
+		codes = append(codes, int(c))
+	}
+	var got []int
+	for _, c := range rp.GetRetriableStatusCodes() {
+		got = append(got, int(c))
+	}
+	Expect(got).To(ConsistOf(codes), name)
+	Expect(rp.GetRetryHostPredicate()).To(ContainElement(HaveField("Name", "envoy.retry_host_predicates.previous_hosts")), name)
 }
 
 // checkModelListCluster asserts that a cluster is the router Service's model list port.

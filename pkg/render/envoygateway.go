@@ -26,24 +26,43 @@ const bufferHeadroom = 64 << 10
 
 var egAPIVersion = egv1a1.GroupVersion.String()
 
+// RetriedStatusCodes are the server errors a model route retries on another
+// pod before the first byte.
+var RetriedStatusCodes = []egv1a1.HTTPStatus{500, 502, 503, 504}
+
 // endpointOverridePolicy makes the route's cluster send each request to the
 // endpoint the picker wrote in the destination header (fallbacks after the
 // first), and balance by least request when the header is absent or names no
 // ready pod of the pool. Endpoint routing puts the pods themselves in the
 // cluster, which the override can only choose from.
+//
+// A pod that fails before the response headers (connection refused or
+// reset, a server error another pod may not share) costs the client
+// nothing: Envoy retries once, and the override sends the retry to the
+// header's next endpoint, the picker's first fallback (Envoy Gateway adds
+// the previous-hosts predicate, so it is never the failed pod). Envoy never
+// retries once it has sent response headers on, so nothing is retried after
+// the first byte; 501 would fail on every pod alike.
 func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTrafficPolicy {
 	header := wire.HeaderDestinationEndpoint
 	endpoints := egv1a1.EndpointRoutingType
+	retries := int32(1)
 	return &egv1a1.BackendTrafficPolicy{
 		TypeMeta:   typeMeta(egAPIVersion, egv1a1.KindBackendTrafficPolicy),
 		ObjectMeta: m,
 		Spec: egv1a1.BackendTrafficPolicySpec{
 			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{routeTarget(route)}},
 			RoutingType:            &endpoints,
-			ClusterSettings: egv1a1.ClusterSettings{LoadBalancer: &egv1a1.LoadBalancer{
-				Type:             egv1a1.LeastRequestLoadBalancerType,
-				EndpointOverride: &egv1a1.EndpointOverride{ExtractFrom: []egv1a1.EndpointOverrideExtractFrom{{Header: &header}}},
-			}},
+			ClusterSettings: egv1a1.ClusterSettings{
+				LoadBalancer: &egv1a1.LoadBalancer{
+					Type:             egv1a1.LeastRequestLoadBalancerType,
+					EndpointOverride: &egv1a1.EndpointOverride{ExtractFrom: []egv1a1.EndpointOverrideExtractFrom{{Header: &header}}},
+				},
+				Retry: &egv1a1.Retry{NumRetries: &retries, RetryOn: &egv1a1.RetryOn{
+					Triggers:        []egv1a1.TriggerEnum{egv1a1.ConnectFailure, egv1a1.Reset, egv1a1.RetriableStatusCodes},
+					HTTPStatusCodes: RetriedStatusCodes,
+				}},
+			},
 		},
 	}
 }
