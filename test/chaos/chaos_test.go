@@ -1,0 +1,326 @@
+// Package chaos holds the standalone gateway to its promise under faults:
+// under steady openai-go load through igw-gateway over simulator processes,
+// a pod is killed (and later restarts, leaving and rejoining the endpoints
+// file as a cluster's endpoint controller would have it), one hangs, one
+// fails fast, and one is frozen (SIGSTOP). Every client-visible error is
+// counted, split by whether the client had received a first byte: a request
+// that had not must never fail, since the gateway can still send it to
+// another pod.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/igw-dev/igw/internal/proc"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// The schedule, from the moment the simulators start. Faults never overlap
+// but for the killed pod, which has left the endpoints file by the time the
+// next fault starts: the gateway retries once, so two broken pods at once
+// could fail a request honestly.
+const (
+	loadBy        = 11 * time.Second // setup must have finished
+	killAt        = 12 * time.Second
+	leaveAt       = 14 * time.Second // the killed pod leaves the endpoints file
+	hangAt        = 18 * time.Second
+	hangFor       = 6 * time.Second
+	restartAt     = 24 * time.Second
+	rejoinAt      = 25 * time.Second
+	failFastAt    = 28 * time.Second
+	failFastFor   = 6 * time.Second
+	stopAt        = 36 * time.Second
+	continueAt    = 40 * time.Second
+	endAt         = 45 * time.Second
+	workers       = 16
+	firstByteWait = 2 * time.Second // the gateway's --first-byte-timeout
+)
+
+// phases name the stretches of the schedule, each from its start.
+var phases = []struct {
+	name string
+	at   time.Duration
+}{
+	{"steady", 0}, {"kill", killAt}, {"hang", hangAt}, {"restart", restartAt},
+	{"fail-fast", failFastAt}, {"sigstop", stopAt}, {"recovered", continueAt},
+}
+
+func phaseAt(since time.Duration) int {
+	i := 0
+	for j, p := range phases {
+		if since >= p.at {
+			i = j
+		}
+	}
+	return i
+}
+
+// tally is what the clients saw in one phase.
+type tally struct {
+	requests, ok int
+	// beforeFirstByte are errors of requests that had received nothing;
+	// afterFirstByte of streams that broke off after their first event.
+	beforeFirstByte, afterFirstByte int
+	// rerouted requests went to another pod than the one first picked.
+	rerouted int
+	// picks counts first picks by pod port.
+	picks   map[string]int
+	samples []string
+}
+
+func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run takes about a minute")
+	}
+	simBin, err := proc.Build("modelsim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwBin, err := proc.Build("igw-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+
+	start := time.Now()
+	// Each simulator's fault schedule counts from its own start.
+	startSim := func(name string, port int, faults ...string) *proc.Proc {
+		t.Helper()
+		args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--model", "llama-3.1-8b",
+			"--served-model-name", "llama"}
+		if len(faults) > 0 {
+			args = append(args, "--faults", strings.Join(faults, ","))
+		}
+		p, err := proc.Start(context.Background(), name, simBin, args, "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		return p
+	}
+	fault := func(kind string, at, span time.Duration) string {
+		return fmt.Sprintf("%s@%s+%s", kind, (at - time.Since(start)).Round(time.Millisecond), span)
+	}
+	frozen := startSim("frozen", 0)
+	hung := startSim("hung", 0, fault("hang", hangAt, hangFor))
+	failing := startSim("failing", 0, fault("fail-fast", failFastAt, failFastFor))
+	killed := startSim("killed", 0)
+	killedPort := killed.Port
+
+	endpoints := filepath.Join(dir, "endpoints.yaml")
+	writeEndpoints := func(procs ...*proc.Proc) {
+		t.Helper()
+		var b strings.Builder
+		for _, p := range procs {
+			fmt.Fprintf(&b, "- {address: 127.0.0.1, port: %d}\n", p.Port)
+		}
+		// Atomically, as a ConfigMap swap is: the gateway never reads half a file.
+		tmp := endpoints + ".tmp"
+		if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, endpoints); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeEndpoints(frozen, hung, failing, killed)
+	t.Logf("pods by port: frozen %d, hung %d, failing %d, killed %d", frozen.Port, hung.Port, failing.Port, killed.Port)
+	gw, err := proc.Start(context.Background(), "igw-gateway", gwBin, []string{"--port", "0", "--bind-address", "127.0.0.1",
+		"--endpoints-file", endpoints, "--served-model-name", "llama", "--first-byte-timeout", firstByteWait.String(),
+		"--trusted-cidrs", "127.0.0.0/8", "--allow-debug-header"}, "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	if took := time.Since(start); took > loadBy {
+		t.Fatalf("setup took %v, past the %v the fault schedule allows", took, loadBy)
+	}
+
+	// The faults the test itself causes, at their times.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var restarted *proc.Proc
+	events := []struct {
+		at time.Duration
+		do func()
+	}{
+		{killAt, func() { _ = killed.Signal(syscall.SIGKILL) }},
+		{leaveAt, func() { writeEndpoints(frozen, hung, failing) }},
+		{restartAt, func() { restarted = startSim("killed, restarted", killedPort) }},
+		{rejoinAt, func() { writeEndpoints(frozen, hung, failing, restarted) }},
+		// A pod freezes: its metrics stop too, unlike under the hang fault.
+		{stopAt, func() { _ = frozen.Signal(syscall.SIGSTOP) }},
+		{continueAt, func() { _ = frozen.Signal(syscall.SIGCONT) }},
+	}
+	t.Cleanup(func() { _ = frozen.Signal(syscall.SIGCONT) }) // so that it can be stopped
+	eventsDone := make(chan struct{})
+	go func() {
+		defer close(eventsDone)
+		for _, e := range events {
+			select {
+			case <-time.After(time.Until(start.Add(e.at))):
+				e.do()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	client := openai.NewClient(option.WithBaseURL(gw.URL+"/v1"), option.WithAPIKey("unused"),
+		option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second), option.WithHeader(wire.HeaderDebug, "1"))
+	tallies := make([]tally, len(phases))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; time.Since(start) < endAt; i++ {
+				began := time.Since(start)
+				r := request(ctx, client, w, i)
+				mu.Lock()
+				tl := &tallies[phaseAt(began)]
+				tl.requests++
+				switch {
+				case r.err == nil:
+					tl.ok++
+				case r.firstByte:
+					tl.afterFirstByte++
+				default:
+					tl.beforeFirstByte++
+					if len(tl.samples) < 5 {
+						tl.samples = append(tl.samples, r.err.Error())
+					}
+				}
+				if r.rerouted {
+					tl.rerouted++
+				}
+				if r.picked != "" {
+					if tl.picks == nil {
+						tl.picks = map[string]int{}
+					}
+					tl.picks[r.picked]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	<-eventsDone
+	if restarted == nil {
+		t.Fatal("the killed pod was never restarted: the schedule did not run")
+	}
+
+	var total tally
+	t.Logf("%-10s %8s %6s %18s %17s %9s", "phase", "requests", "ok", "errors before 1st", "errors after 1st", "rerouted")
+	for i, p := range phases {
+		tl := tallies[i]
+		t.Logf("%-10s %8d %6d %18d %17d %9d   first picks %v", p.name, tl.requests, tl.ok, tl.beforeFirstByte, tl.afterFirstByte, tl.rerouted, tl.picks)
+		total.requests += tl.requests
+		total.ok += tl.ok
+		total.beforeFirstByte += tl.beforeFirstByte
+		total.afterFirstByte += tl.afterFirstByte
+		total.rerouted += tl.rerouted
+		for _, s := range tl.samples {
+			t.Errorf("%s: a request failed before its first byte: %s", p.name, s)
+		}
+	}
+	t.Logf("%-10s %8d %6d %18d %17d %9d", "all", total.requests, total.ok, total.beforeFirstByte, total.afterFirstByte, total.rerouted)
+	if total.beforeFirstByte > 0 {
+		t.Errorf("%d client-visible errors before the first byte, want 0", total.beforeFirstByte)
+	}
+	// The faults must have been felt, or the count proves nothing. A hung
+	// pod stops drawing picks within about 1.5 s (stall detection), so each
+	// hang reroutes only the few streams picked there before: the two hangs
+	// together must have rerouted some.
+	for _, names := range [][]string{{"kill"}, {"fail-fast"}, {"hang", "sigstop"}} {
+		rerouted, requests := 0, 0
+		for _, name := range names {
+			rerouted += tallies[phaseIndex(name)].rerouted
+			requests += tallies[phaseIndex(name)].requests
+		}
+		if rerouted == 0 {
+			t.Errorf("no request was rerouted during %s (%d requests): the fault was not exercised", strings.Join(names, " and "), requests)
+		}
+	}
+	if total.ok < 10*workers {
+		t.Errorf("only %d requests succeeded: the load did not run", total.ok)
+	}
+}
+
+func phaseIndex(name string) int {
+	for i, p := range phases {
+		if p.name == name {
+			return i
+		}
+	}
+	panic("no phase " + name)
+}
+
+// outcome is one request's end as its client saw it.
+type outcome struct {
+	err       error
+	firstByte bool // some of the answer had arrived
+	rerouted  bool
+	picked    string // the port of the pod picked first
+}
+
+// request sends worker w's i-th request: three of four are streamed chat
+// completions, the rest whole ones. A stream that ends without a finish
+// reason broke off.
+func request(ctx context.Context, c openai.Client, w, i int) outcome {
+	var resp *http.Response
+	params := openai.ChatCompletionNewParams{Model: "llama", MaxTokens: openai.Int(int64(16 + (w+i)%17)),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("worker %d asks question %d", w, i))}}
+	var o outcome
+	if i%4 == 3 {
+		r, err := c.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+		switch {
+		case err != nil:
+			o.err = err
+		case len(r.Choices) == 0 || r.Choices[0].FinishReason == "":
+			o.err = errors.New("a whole answer without a finish reason")
+		}
+		o.rerouted, o.picked = explained(resp)
+		return o
+	}
+	s := c.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
+	finished := false
+	for s.Next() {
+		o.firstByte = true
+		for _, ch := range s.Current().Choices {
+			finished = finished || ch.FinishReason != ""
+		}
+	}
+	switch {
+	case s.Err() != nil:
+		o.err = s.Err()
+	case !finished:
+		o.err = errors.New("the stream ended without a finish reason")
+	}
+	o.rerouted, o.picked = explained(resp)
+	return o
+}
+
+// explained reads the gateway's pick explanation: the pod picked first, and
+// whether a retry went to another (it appends the pod it went to).
+func explained(resp *http.Response) (rerouted bool, port string) {
+	if resp == nil {
+		return false, ""
+	}
+	b := resp.Header.Get(wire.HeaderScoreBreakdown)
+	first, _, _ := strings.Cut(strings.TrimPrefix(b, "endpoint="), ";")
+	_, port, _ = strings.Cut(first, ":")
+	return strings.Contains(b, ";rerouted="), port
+}
