@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -135,5 +136,40 @@ func TestNoRetryAfterTheFirstByte(t *testing.T) {
 	}
 	if sent := len(a.got()) + len(b.got()); sent != n {
 		t.Errorf("the pods saw %d requests for %d client requests: a stream was retried after its first byte", sent, n)
+	}
+}
+
+// TestSlowAnswerIsNotCut: the first-byte timeout moves a request to another
+// pod; with none to go to, or for an answer that is not streamed (it comes
+// whole, after the whole generation), the gateway waits for it.
+func TestSlowAnswerIsNotCut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pods int
+		body string
+	}{
+		{"last pod, streamed", 1, streamedCompletion},
+		{"not streamed", 2, completion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ups []*upstream
+			for i := range tc.pods {
+				u := startUpstream(t, fmt.Sprint("slow", i))
+				u.before = func(*http.Request) { time.Sleep(300 * time.Millisecond) }
+				ups = append(ups, u)
+			}
+			g := retryGateway(t, ups, "--first-byte-timeout", "50ms")
+			if r := post(t, g, "/v1/completions", tc.body, wire.HeaderDebug, "1"); r.status != http.StatusOK ||
+				strings.Contains(r.header.Get(wire.HeaderScoreBreakdown), "rerouted") {
+				t.Fatalf("status %d, breakdown %q: %s", r.status, r.header.Get(wire.HeaderScoreBreakdown), r.body)
+			}
+			sent := 0
+			for _, u := range ups {
+				sent += len(u.got())
+			}
+			if sent != 1 {
+				t.Errorf("the pods saw %d requests, want 1", sent)
+			}
+		})
 	}
 }
