@@ -64,7 +64,20 @@ func (r *recorder) Reroute(*Pick, director.Failure, string, time.Time) { r.recor
 
 func (r *recorder) ObserveFirstToken(*Pick, time.Time) { r.record("first token") }
 
-func (r *recorder) ObserveTokens(_ *Pick, n int, _ time.Time) { r.record("tokens %d", n) }
+// ObserveTokens records n more tokens; reports in a row add up, since how
+// the events split into reports depends on how the proxy's reads fall.
+func (r *recorder) ObserveTokens(_ *Pick, n int, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last := len(r.log) - 1; last >= 0 {
+		var before int
+		if _, err := fmt.Sscanf(r.log[last], "tokens %d", &before); err == nil {
+			r.log[last] = fmt.Sprintf("tokens %d", before+n)
+			return
+		}
+	}
+	r.log = append(r.log, fmt.Sprintf("tokens %d", n))
+}
 
 func (r *recorder) ObserveCompletion(_ *Pick, out int, _ time.Time) {
 	r.record("completion %d", out)

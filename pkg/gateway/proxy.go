@@ -307,36 +307,40 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // wait for that byte.
 func (t *retryTransport) attempt(req *http.Request, timeout time.Duration) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
-	var timedOut atomic.Bool
-	stop := func() bool { return true }
+	// The first byte and the timer race for the attempt: whichever comes
+	// first decides it, so a byte the client may get is never cut after.
+	const waiting, arrived, timedOut = 0, 1, 2
+	var state atomic.Int32
 	if timeout > 0 {
-		timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
-		stop = timer.Stop
+		timer := time.AfterFunc(timeout, func() {
+			if state.CompareAndSwap(waiting, timedOut) {
+				cancel()
+			}
+		})
+		defer timer.Stop()
 	}
-	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		stop()
+	failed := func(err error) (*http.Response, error) {
 		cancel()
-		if timedOut.Load() {
+		if state.Load() == timedOut {
 			err = errFirstByteTimeout
 		}
 		return nil, err
 	}
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		return failed(err)
+	}
 	if retriableStatus(resp.StatusCode) {
-		stop()
+		// A server error is known by its headers: its body is not awaited.
+		state.CompareAndSwap(waiting, arrived)
 		resp.Body = &primedBody{ReadCloser: resp.Body, cancel: cancel}
 		return resp, nil
 	}
 	head := make([]byte, 4<<10)
 	n, rerr := resp.Body.Read(head)
-	stop()
-	if n == 0 && rerr != nil && !errors.Is(rerr, io.EOF) {
+	if !state.CompareAndSwap(waiting, arrived) || (n == 0 && rerr != nil && !errors.Is(rerr, io.EOF)) {
 		resp.Body.Close()
-		cancel()
-		if timedOut.Load() {
-			rerr = errFirstByteTimeout
-		}
-		return nil, rerr
+		return failed(rerr)
 	}
 	resp.Body = &primedBody{ReadCloser: resp.Body, head: head[:n], err: rerr, cancel: cancel}
 	return resp, nil
