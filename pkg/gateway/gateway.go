@@ -15,8 +15,8 @@
 // connection, a server error, no first byte of a stream within
 // --first-byte-timeout) costs the client nothing: the request goes to the
 // pick's next fallback, once (a refused connection, which the pod never
-// saw, to every fallback in turn). The response is metered on its way back (pkg/epp/responsestream)
-// so the picker learns each endpoint's speed from real streaming: the proxy
+// saw, to every fallback in turn). The response is metered on its way back
+// (pkg/epp/responsestream) so the picker learns each endpoint's speed from real streaming: the proxy
 // reports every pick's first token, tokens and completion or failure through
 // the pick lifecycle all igw pickers share (director.Lifecycle).
 package gateway
