@@ -80,12 +80,12 @@ type tally struct {
 	rerouted int
 	// picks counts first picks by pod port.
 	picks   map[string]int
-	samples []string
+	samples []string // errors before the first byte, the first few
 }
 
 func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos run takes about a minute")
+		t.Skip("the chaos run takes about 90 s")
 	}
 	simBin, err := proc.Build("modelsim")
 	if err != nil {
