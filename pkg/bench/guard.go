@@ -39,7 +39,7 @@ func (g *Guard) Broken(t *Trace, now time.Duration) bool {
 		if !r.Counted {
 			continue
 		}
-		if r.Failed {
+		if r.Failed && !r.Cut {
 			return true
 		}
 		if g.SLO.TTFT > 0 {
@@ -60,7 +60,8 @@ func (g *Guard) Broken(t *Trace, now time.Duration) bool {
 }
 
 // MeetsSLO says whether a run's metrics meet slo: P99 TTFT and P99 TPOT
-// within their bounds (0: unbounded) and no failed request.
+// within their bounds (0: unbounded) and no failed request but those cut
+// by a member's outage after their first byte.
 func MeetsSLO(m Metrics, slo scenario.SLO) bool {
-	return m.Failed == 0 && within(m.TTFTP99, slo.TTFT) && within(m.TPOTP99, slo.TPOT)
+	return m.Failed-m.CutByOutage == 0 && within(m.TTFTP99, slo.TTFT) && within(m.TPOTP99, slo.TPOT)
 }

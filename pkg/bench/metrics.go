@@ -26,6 +26,9 @@ type Metrics struct {
 	Failed        float64 `json:"failed"`
 	// FailedByCode splits Failed by the code each request ended with.
 	FailedByCode FailedByCode `json:"failed_by_code"`
+	// CutByOutage counts the failed requests whose response broke off after
+	// the first byte because their member cluster became unreachable.
+	CutByOutage float64 `json:"cut_by_outage,omitempty"`
 	// Goodput is the counted requests per second that met both SLOs, over the
 	// same window.
 	Goodput float64 `json:"goodput"`
@@ -48,6 +51,9 @@ func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
 		}
 		if r.Failed || !r.Done {
 			m.Failed++
+			if r.Cut {
+				m.CutByOutage++
+			}
 			if !r.Done {
 				m.FailedByCode.add(CodeClientTimeout) // still waiting when the run ended
 			} else {

@@ -34,6 +34,10 @@ type Record struct {
 	Pod int
 	// Adapter is the LoRA adapter it named ("" for the base model).
 	Adapter string
+	// Cut marks a failure after the first byte because the member cluster
+	// serving it became unreachable (a scheduled outage): no router can
+	// avoid it, so the SLO verdict does not hold it against the policy.
+	Cut bool
 }
 
 // FleetCounters are the model servers' own counters over the measurement
@@ -102,6 +106,15 @@ func (r *Recorder) Failed(id uint64, at time.Duration, code int) {
 		rec.Finish, rec.Failed, rec.Done, rec.Code = at, true, true, code
 		delete(r.byID, id)
 	}
+}
+
+// Cut records a request whose response broke off after its first byte
+// because its member cluster became unreachable (CodeNoResponse at the client).
+func (r *Recorder) Cut(id uint64, at time.Duration) {
+	if i, ok := r.byID[id]; ok {
+		r.trace.Records[i].Cut = true
+	}
+	r.Failed(id, at, CodeNoResponse)
 }
 
 // SetFleet records the servers' counters over the measurement window.

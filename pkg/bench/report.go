@@ -75,6 +75,7 @@ var Columns = []Column{
 	{"output tok/s", func(m *Metrics) *float64 { return &m.OutputTokPerS }, whole, false},
 	{"completed", func(m *Metrics) *float64 { return &m.Completed }, whole, false},
 	{"failed", func(m *Metrics) *float64 { return &m.Failed }, whole, true},
+	{"cut by outage", func(m *Metrics) *float64 { return &m.CutByOutage }, whole, true},
 	{"goodput (req/s)", func(m *Metrics) *float64 { return &m.Goodput }, rate, false},
 	{"prefix hit", func(m *Metrics) *float64 { return &m.PrefixHitRate }, fraction, false},
 	{"LoRA loads", func(m *Metrics) *float64 { return &m.LoRALoads }, whole, true},

@@ -24,7 +24,11 @@ const DefaultFallbacks = 1
 // prefix.maxBlocks), with the global registry (plugins.NewRegistry). The
 // sections that configure model servers (latency, admission, baseModels,
 // prefix.blockTokens: a digest carries its own block size) are errors.
-func LoadPipeline(data []byte) (*Pipeline, error) {
+func LoadPipeline(data []byte) (*Pipeline, error) { return LoadPipelineWith(data, nil) }
+
+// LoadPipelineWith is LoadPipeline with extra plugin types beside the global
+// registry's (the benchmark's baseline pickers).
+func LoadPipelineWith(data []byte, extra map[string]scheduling.Factory) (*Pipeline, error) {
 	c, err := config.Parse(data)
 	if err != nil {
 		return nil, err
@@ -37,7 +41,7 @@ func LoadPipeline(data []byte) (*Pipeline, error) {
 		fb := DefaultFallbacks
 		c.Fallbacks = &fb
 	}
-	pl, err := config.Build(c, plugins.NewRegistry())
+	pl, err := config.Build(c, plugins.NewRegistry(extra))
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,15 @@ type run struct {
 // Run implements bench.Backend.
 func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator, rec *bench.Recorder, progress func(float64)) error {
 	sc := job.Scenario
+	switch {
+	case sc.MultiCluster() && policies.IsGlobal(job.Policy):
+		return b.runGlobal(ctx, job, gen, rec, progress)
+	case policies.IsGlobal(job.Policy):
+		return fmt.Errorf("policy %s picks among member clusters; scenario %s has one fleet (give it clusters)", job.Policy, sc.Name)
+	}
+	// A single-cluster policy runs a multi-cluster scenario as one cluster
+	// holding every member's pods, without network or outages: the reference
+	// the global policies' prefix locality is held to.
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
 	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig,
 		KVEventDelay: sc.KVEventDelay}
@@ -289,15 +298,7 @@ func sameOrCopy(old, cur []string) []string {
 
 // counters sums the fleet's cumulative server counters at t.
 func (r *run) counters(t time.Duration) bench.FleetCounters {
-	var c bench.FleetCounters
-	for _, e := range r.pods {
-		r.handle(e.Advance(max(t, e.Now())))
-		e.SnapshotInto(&r.snap)
-		c.PrefixQueries += r.snap.PrefixCacheQueries
-		c.PrefixHits += r.snap.PrefixCacheHits
-		c.LoRALoads += r.snap.LoRALoads
-	}
-	return c
+	return fleetCounters(r.pods, t, r.handle, &r.snap)
 }
 
 // predict is the oracle's exact cost model: the pod's own scheduler run

@@ -46,6 +46,8 @@ type eppRouter struct {
 	ctx   context.Context
 	// events feeds the precise scorers, if the configuration has any.
 	events *eventFeed
+	// staleness is the telemetry age beyond which an endpoint is not fresh.
+	staleness time.Duration
 }
 
 // StalenessFor is the telemetry age after which the picker treats an endpoint
@@ -57,7 +59,7 @@ func StalenessFor(scrape time.Duration) time.Duration { return max(200*time.Mill
 // ("" for config.Default, what igw ships).
 func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
 	store := datastore.NewStore(latency.DefaultPriors)
-	r := &eppRouter{podOf: map[string]int{}, ctx: context.Background()}
+	r := &eppRouter{podOf: map[string]int{}, ctx: context.Background(), staleness: StalenessFor(fleet.ScrapeInterval)}
 	eps := make([]datastore.Endpoint, len(fleet.Pods))
 	for i, p := range fleet.Pods {
 		eps[i] = endpointOf(i, p)
@@ -66,7 +68,7 @@ func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
 	}
 	store.SetEndpoints(eps)
 	var err error
-	r.d, err = config.NewDirector(store, yaml, director.Options{Staleness: StalenessFor(fleet.ScrapeInterval),
+	r.d, err = config.NewDirector(store, yaml, director.Options{Staleness: r.staleness,
 		StalePolicy: director.StaleSaturated, Seed: seed})
 	if err == nil {
 		r.events = bindPrecise(r.d, fleet, r.keys)

@@ -156,11 +156,14 @@ func New(name string, fleet Fleet, seed uint64) (Router, error) {
 		}
 		return &oracle{predict: fleet.Predict, n: len(fleet.Pods), rng: rng, costs: make([]float64, len(fleet.Pods))}, nil
 	}
+	if IsGlobal(name) {
+		return nil, fmt.Errorf("policy %s picks among member clusters: only the des backend runs it, on a scenario with clusters", name)
+	}
 	return nil, fmt.Errorf("unknown policy %q (known: %v)", name, Names)
 }
 
 // Known reports whether name is a policy.
-func Known(name string) bool { return slices.Contains(Names, name) }
+func Known(name string) bool { return slices.Contains(Names, name) || IsGlobal(name) }
 
 // argmin returns the index of the smallest value, uniformly at random among ties.
 func argmin(values []float64, rng *rand.Rand) int {

@@ -40,7 +40,7 @@ func (s *Scenario) PodFaults() []sim.Faults {
 // is none.
 func (s *Scenario) podIndex(group string, replica int) int {
 	i := 0
-	for _, g := range s.Fleet {
+	for _, g := range s.Groups() {
 		if g.Name == group {
 			if replica < 0 || replica >= g.Replicas {
 				return -1

@@ -35,10 +35,17 @@ type Scenario struct {
 	// that reads them; defaulted on load.
 	KVEventDelay time.Duration `yaml:"kvEventDelay"`
 	Fleet        []Group       `yaml:"fleet"`
-	Workload     Workload      `yaml:"workload"`
-	SLO          SLO           `yaml:"slo"`
+	// Clusters replace fleet in a multi-cluster scenario (clusters.go): each
+	// member cluster has its own fleet and in-cluster router.
+	Clusters []Cluster `yaml:"clusters"`
+	// Network is the one-way delay between regions (clusters.go).
+	Network  []Link   `yaml:"network"`
+	Workload Workload `yaml:"workload"`
+	SLO      SLO      `yaml:"slo"`
 	// Faults are misbehaviours of single pods over time (faults.go).
 	Faults []Fault `yaml:"faults"`
+	// Outages make whole member clusters unreachable (clusters.go).
+	Outages []Outage `yaml:"outages"`
 
 	// File is the path the scenario was read from ("" when parsed from bytes).
 	File string `yaml:"-"`
@@ -73,6 +80,9 @@ type Workload struct {
 	LoRA         *LoRA         `yaml:"lora"`
 	// Trace, when set, gives the arrivals, lengths and prefixes instead.
 	Trace *Trace `yaml:"trace"`
+	// Origins are the client regions sessions come from, by share
+	// (multi-cluster scenarios).
+	Origins []Origin `yaml:"origins"`
 }
 
 // Arrival processes.
@@ -212,7 +222,7 @@ func Parse(data []byte, file string) (*Scenario, error) {
 // seeded from seed and the pod's index.
 func (s *Scenario) PodConfigs(seed uint64) []sim.Config {
 	var out []sim.Config
-	for _, g := range s.Fleet {
+	for _, g := range s.Groups() {
 		for range g.Replicas {
 			out = append(out, sim.Config{
 				GPU: g.GPU, Model: g.Model, TensorParallel: g.TensorParallel, MaxNumSeqs: g.MaxNumSeqs,
@@ -228,7 +238,7 @@ func (s *Scenario) PodConfigs(seed uint64) []sim.Config {
 // PodGroups returns the fleet group name of each pod, in PodConfigs order.
 func (s *Scenario) PodGroups() []string {
 	var out []string
-	for _, g := range s.Fleet {
+	for _, g := range s.Groups() {
 		for range g.Replicas {
 			out = append(out, g.Name)
 		}
@@ -252,7 +262,7 @@ func (s *Scenario) MaxContext() int {
 }
 
 // Model is the served model name: the first group's (a fleet serves one model).
-func (s *Scenario) Model() string { return s.Fleet[0].Model }
+func (s *Scenario) Model() string { return s.Groups()[0].Model }
 
 // Validate reports every invalid value in one error.
 func (s *Scenario) Validate() error {
@@ -273,36 +283,53 @@ func (s *Scenario) Validate() error {
 	if s.KVEventDelay < 0 || s.KVEventDelay > time.Minute {
 		bad("kvEventDelay must be in (0, 1m], got %v", s.KVEventDelay)
 	}
-	if len(s.Fleet) == 0 {
-		bad("fleet needs at least one group")
+	switch {
+	case len(s.Clusters) > 0 && len(s.Fleet) > 0:
+		bad("fleet and clusters are both given: a multi-cluster scenario lists each cluster's fleet under clusters[].fleet; remove fleet")
+	case len(s.Clusters) > 0:
+		errs = append(errs, s.validateClusters()...)
+	default:
+		if len(s.Fleet) == 0 {
+			bad("fleet needs at least one group")
+		}
+		errs = append(errs, validateFleet("fleet", s.Fleet, s.Model)...)
+		errs = append(errs, s.validateSingleCluster()...)
 	}
-	names := map[string]bool{}
-	for i, g := range s.Fleet {
-		if g.Name == "" {
-			bad("fleet[%d].name is required", i)
-		} else if names[g.Name] {
-			bad("fleet[%d].name %q is used twice", i, g.Name)
-		}
-		names[g.Name] = true
-		if g.Replicas < 1 || g.Replicas > 4096 {
-			bad("fleet[%d].replicas must be in 1..4096, got %d", i, g.Replicas)
-		}
-		if g.Model != s.Fleet[0].Model {
-			bad("fleet[%d].model %q differs from fleet[0]'s %q: a fleet serves one model", i, g.Model, s.Fleet[0].Model)
-		}
-		cfg := sim.Config{GPU: g.GPU, Model: g.Model, TensorParallel: g.TensorParallel, MaxNumSeqs: g.MaxNumSeqs,
-			MaxNumBatchedTokens: g.MaxNumBatchedTokens, KVCacheTokens: int(g.KVCacheTokens), MaxLoras: g.MaxLoras,
-			LoRALoadTime: g.LoRALoadTime, SpeedJitter: g.SpeedJitter}
-		if err := cfg.WithDefaults().Validate(); err != nil {
-			bad("fleet[%d] (%s): %w", i, g.Name, err)
-		}
-	}
-	errs = append(errs, s.Workload.validate(s.Fleet)...)
+	errs = append(errs, s.Workload.validate(s.Groups())...)
 	errs = append(errs, s.validateFaults()...)
 	if s.SLO.TTFT < 0 || s.SLO.TPOT < 0 {
 		bad("slo values must not be negative")
 	}
 	return errors.Join(errs...)
+}
+
+// validateFleet checks one fleet's groups (path names it in errors); model
+// is the scenario's one served model.
+func validateFleet(path string, fleet []Group, model func() string) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	names := map[string]bool{}
+	for i, g := range fleet {
+		if g.Name == "" {
+			bad("%s[%d].name is required", path, i)
+		} else if names[g.Name] {
+			bad("%s[%d].name %q is used twice", path, i, g.Name)
+		}
+		names[g.Name] = true
+		if g.Replicas < 1 || g.Replicas > 4096 {
+			bad("%s[%d].replicas must be in 1..4096, got %d", path, i, g.Replicas)
+		}
+		if g.Model != model() {
+			bad("%s[%d].model %q differs from the first group's %q: a scenario serves one model", path, i, g.Model, model())
+		}
+		cfg := sim.Config{GPU: g.GPU, Model: g.Model, TensorParallel: g.TensorParallel, MaxNumSeqs: g.MaxNumSeqs,
+			MaxNumBatchedTokens: g.MaxNumBatchedTokens, KVCacheTokens: int(g.KVCacheTokens), MaxLoras: g.MaxLoras,
+			LoRALoadTime: g.LoRALoadTime, SpeedJitter: g.SpeedJitter}
+		if err := cfg.WithDefaults().Validate(); err != nil {
+			bad("%s[%d] (%s): %w", path, i, g.Name, err)
+		}
+	}
+	return errs
 }
 
 func (w *Workload) validate(fleet []Group) []error {

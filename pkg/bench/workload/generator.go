@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/igw-dev/igw/internal/splitmix"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
@@ -40,6 +41,9 @@ type Request struct {
 	OutputTokens int
 	// Counted is false for requests arriving during the warmup.
 	Counted bool
+	// Origin is the client region the session comes from (multi-cluster
+	// scenarios; "" otherwise).
+	Origin string
 }
 
 // session is one conversation's state.
@@ -72,6 +76,9 @@ type Generator struct {
 	followUp releases
 	system   []string // per group, built on first use
 	pop      *popularity
+
+	origins   []string  // client regions
+	originCum []float64 // their cumulative shares
 }
 
 // New returns the workload of sc for seed. maxContext is the longest prompt
@@ -81,6 +88,7 @@ func New(sc *scenario.Scenario, seed uint64, maxContext int) (*Generator, error)
 	w := sc.Workload
 	g := &Generator{sc: sc, seed: seed, model: sc.Model(), maxContext: maxContext, turns: 1,
 		attrs: rand.New(rand.NewPCG(seed, 0x5e55)), live: map[uint64]*session{}}
+	g.origins, g.originCum = sc.OriginRegions()
 	if w.MultiTurn != nil {
 		g.turns = w.MultiTurn.Turns
 	}
@@ -229,8 +237,24 @@ func (g *Generator) request(s, k int, at time.Duration, adapter, prompt string, 
 	return &Request{
 		ID: uint64(s)*uint64(g.turns) + uint64(k), Session: s, Turn: k, Arrival: at,
 		Model: g.model, Adapter: adapter, Prompt: prompt, Tokens: tokenizer.Tokenize(prompt),
-		OutputTokens: output, Counted: at >= g.sc.Warmup,
+		OutputTokens: output, Counted: at >= g.sc.Warmup, Origin: g.origin(s),
 	}
+}
+
+// origin is session s's client region: a draw by the origins' shares from a
+// hash of the seed and the session, so that it takes nothing from the
+// generator's other random streams.
+func (g *Generator) origin(s int) string {
+	if len(g.origins) == 0 {
+		return ""
+	}
+	u := float64(splitmix.Mix(g.seed^0x6f726967696e^uint64(s)*0x9e3779b97f4a7c15)>>11) / (1 << 53)
+	for i, c := range g.originCum {
+		if u < c {
+			return g.origins[i]
+		}
+	}
+	return g.origins[len(g.origins)-1]
 }
 
 // release is a conversation's next turn waiting for its time.

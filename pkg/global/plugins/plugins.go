@@ -29,7 +29,8 @@ var overMembers = map[string]scheduling.Factory{
 	proximity.Type:      proximity.New,
 }
 
-// NewRegistry returns a registry holding the global picker's plugins.
-func NewRegistry() *scheduling.Registry {
-	return scheduling.NewRegistry(eppplugins.OverViews, overMembers)
+// NewRegistry returns a registry holding the global picker's plugins, and
+// the extra sets' (a benchmark's baselines).
+func NewRegistry(extra ...map[string]scheduling.Factory) *scheduling.Registry {
+	return scheduling.NewRegistry(append([]map[string]scheduling.Factory{eppplugins.OverViews, overMembers}, extra...)...)
 }
