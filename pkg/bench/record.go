@@ -38,6 +38,16 @@ type Record struct {
 	// serving it became unreachable (a scheduled outage): no router can
 	// avoid it, so the SLO verdict does not hold it against the policy.
 	Cut bool
+	// Sends are the member clusters a multi-cluster request was sent to, in
+	// order (a retry after a failure before the first byte adds one).
+	Sends []Send
+}
+
+// Send is one attempt of a multi-cluster request: when the hub sent it, and
+// the index of the cluster (in the scenario's clusters) it went to.
+type Send struct {
+	At      time.Duration
+	Cluster int
 }
 
 // FleetCounters are the model servers' own counters over the measurement
@@ -115,6 +125,13 @@ func (r *Recorder) Cut(id uint64, at time.Duration) {
 		r.trace.Records[i].Cut = true
 	}
 	r.Failed(id, at, CodeNoResponse)
+}
+
+// Sent records that the hub sent request id to cluster at at.
+func (r *Recorder) Sent(id uint64, cluster int, at time.Duration) {
+	if i, ok := r.byID[id]; ok {
+		r.trace.Records[i].Sends = append(r.trace.Records[i].Sends, Send{At: at, Cluster: cluster})
+	}
 }
 
 // SetFleet records the servers' counters over the measurement window.

@@ -102,7 +102,7 @@ func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Optio
 		order[i] = i
 	}
 	sort.SliceStable(order, func(i, j int) bool {
-		return tasks[order[i]].policy == policies.Oracle && tasks[order[j]].policy != policies.Oracle
+		return policies.IsOracle(tasks[order[i]].policy) && !policies.IsOracle(tasks[order[j]].policy)
 	})
 	results := make([]Result, len(tasks))
 	err := bench.Parallel(ctx, order, parallel, func(ctx context.Context, i int) error {
@@ -202,7 +202,7 @@ func Search(ctx context.Context, b bench.Backend, sc *scenario.Scenario, policy 
 func BestPeer(summary map[string]Summary) string {
 	best := ""
 	for p, s := range summary {
-		if policies.Ours(p) || p == policies.Oracle {
+		if policies.Ours(p) || policies.IsOracle(p) {
 			continue
 		}
 		if best == "" || s.Scale > summary[best].Scale || (s.Scale == summary[best].Scale && p < best) {

@@ -31,8 +31,10 @@ type Sweep struct {
 // ReferenceScale is the load a sweep centres on: the oracle's capacity, or
 // the largest when the oracle was not searched.
 func ReferenceScale(summary map[string]Summary) float64 {
-	if o, ok := summary[policies.Oracle]; ok && o.Scale > 0 {
-		return o.Scale
+	for _, name := range []string{policies.Oracle, policies.GlobalOracle} {
+		if o, ok := summary[name]; ok && o.Scale > 0 {
+			return o.Scale
+		}
 	}
 	ref := 0.0
 	for _, s := range summary {

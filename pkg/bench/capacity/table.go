@@ -15,6 +15,9 @@ import (
 func (r Report) Rows(order []string) [][]string {
 	rows := [][]string{{"policy", "capacity (× rate)", "req/s", "vs oracle", "vs best peer"}}
 	oracle, hasOracle := r.Summary[policies.Oracle]
+	if !hasOracle {
+		oracle, hasOracle = r.Summary[policies.GlobalOracle]
+	}
 	best := BestPeer(r.Summary)
 	ratio := func(v float64, to Summary, ok bool) string {
 		if !ok || to.Scale == 0 {

@@ -24,6 +24,7 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	c.defaultPolicies(fs, sc)
 	b, names, err := c.resolve(stderr)
 	if err != nil {
 		return err

@@ -216,6 +216,14 @@ func (c *common) register(fs *pflag.FlagSet, defaultOut string) {
 	fs.StringVar(&c.igwConfig, "igw-config", "", "EPP configuration file (YAML) the igw policy runs instead of the built-in one, for experiments")
 }
 
+// defaultPolicies makes the global policies the default of a multi-cluster
+// scenario, whose requests pick a member cluster first.
+func (c *common) defaultPolicies(fs *pflag.FlagSet, sc *scenario.Scenario) {
+	if sc.MultiCluster() && !fs.Changed("policies") {
+		c.policies = strings.Join(policies.GlobalNames, ",")
+	}
+}
+
 // resolve validates the flags (a usageError when one is wrong) and returns
 // the backend and the policies to run on it. Policies the backend cannot run are left out with a note on
 // stderr (the oracle in live mode); none left is an error.
@@ -263,7 +271,8 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 			continue
 		}
 		if !policies.Known(p) {
-			return nil, nil, usageErrorf("unknown policy %q (known: %s)", p, strings.Join(policies.Names, ", "))
+			return nil, nil, usageErrorf("unknown policy %q (known: %s; among member clusters: %s)", p,
+				strings.Join(policies.Names, ", "), strings.Join(policies.GlobalNames, ", "))
 		}
 		if pc, ok := b.(policyChecker); ok {
 			if err := pc.SupportsPolicy(p); err != nil {
@@ -352,6 +361,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.defaultPolicies(fs, sc)
 	b, names, err := c.resolve(stderr)
 	if err != nil {
 		return err
@@ -362,10 +372,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: uint64(seed)})
 		}
 	}
+	outages := len(sc.Outages) > 0 && slices.ContainsFunc(names, policies.IsGlobal)
 	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: c.parallel,
-		Progress: bench.NewProgress(stderr, sc.Name, len(jobs)), KeepTraces: *traces != ""})
+		Progress: bench.NewProgress(stderr, sc.Name, len(jobs)), KeepTraces: *traces != "" || outages})
 	if err != nil {
 		return err
+	}
+	if outages {
+		tableOut := stdout
+		if *format == "json" {
+			tableOut = stderr // stdout holds the one JSON object
+		}
+		if err := reportOutages(tableOut, c.out, sc, outcomes); err != nil {
+			return err
+		}
 	}
 	if *traces != "" {
 		if err := writeTraces(*traces, sc.Name, outcomes); err != nil {
@@ -404,6 +424,51 @@ func writeRun(dir string, rep bench.Report, outcomes []bench.Outcome, names []st
 		series = append(series, plots.Series{Policy: p, Values: ttfts})
 	}
 	return plots.TTFTCDF(filepath.Join(dir, "ttft-cdf-"+rep.Scenario+".png"), rep.Scenario+": TTFT distribution ("+rep.Mode+")", series)
+}
+
+// reportOutages prints the outage table of every global run and, with an
+// out directory, writes it and the first seed's timeline plot there.
+func reportOutages(w io.Writer, dir string, sc *scenario.Scenario, outcomes []bench.Outcome) error {
+	var reps []bench.OutageReport
+	var series []plots.TimelineSeries
+	first := map[string]bool{}
+	for _, o := range outcomes {
+		if !policies.IsGlobal(o.Policy) {
+			continue
+		}
+		rs := bench.Outages(o, sc)
+		reps = append(reps, rs...)
+		if first[o.Policy] || len(rs) == 0 {
+			continue
+		}
+		first[o.Policy] = true
+		ts := plots.TimelineSeries{Policy: o.Policy}
+		for _, p := range rs[0].Points {
+			ts.At, ts.Share, ts.P99s = append(ts.At, p.At), append(ts.Share, p.Share), append(ts.P99s, p.P99)
+		}
+		series = append(series, ts)
+	}
+	title := fmt.Sprintf("%s: member outages (off after: last send to the member after it went down; back after: first second at half its steady share; recovery P99 over %v after)", sc.Name, bench.RecoveryWindow)
+	if err := bench.WriteOutageTable(w, title, reps); err != nil {
+		return err
+	}
+	if dir == "" || len(series) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var buf strings.Builder
+	if err := bench.WriteOutageTable(&buf, title, reps); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "outage-"+sc.Name+".txt"), []byte(buf.String()), 0o644); err != nil {
+		return err
+	}
+	og := sc.Outages[0]
+	return plots.OutageTimeline(filepath.Join(dir, "outage-"+sc.Name+".png"),
+		fmt.Sprintf("%s: cluster %s unreachable %v–%v (seed %d)", sc.Name, og.Cluster, og.At, og.At+og.For, outcomes[0].Seed),
+		og.At.Seconds(), (og.At + og.For).Seconds(), series)
 }
 
 // writeTraces writes one CSV of request records per outcome into dir.

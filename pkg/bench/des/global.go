@@ -411,6 +411,7 @@ func (r *globalRun) sendTo(f *globalFlight, member int, at time.Duration) {
 	f.member, f.pod = member, -1
 	f.delay = r.sc.Delay(r.origin(f), r.members[member].region)
 	f.attempt++
+	r.rec.Sent(f.req.ID, member, at)
 	heap.Push(&r.deliveries, delivery{at: at + f.delay, id: f.req.ID, attempt: f.attempt})
 }
 

@@ -62,6 +62,9 @@ func (*Backend) SupportsPolicy(policy string) error {
 	if policy == policies.Oracle {
 		return ErrOracleNotLive
 	}
+	if policies.IsGlobal(policy) {
+		return fmt.Errorf("policy %s picks among member clusters, which live mode does not start; --mode des runs it", policy)
+	}
 	if !policies.Known(policy) {
 		return fmt.Errorf("unknown policy %q", policy)
 	}

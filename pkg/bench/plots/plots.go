@@ -1,12 +1,14 @@
 // Package plots draws the benchmark's PNG figures with gonum/plot: the TTFT
-// distribution of each policy on one scenario, P99 TTFT by scenario, and a
-// load sweep (TTFT and goodput against offered load).
+// distribution of each policy on one scenario, P99 TTFT by scenario, a
+// load sweep (TTFT and goodput against offered load), and a member cluster's
+// outage timeline.
 // Both use logarithmic time axes: load-blind policies are orders of magnitude
 // slower than the rest when a fleet overloads.
 package plots
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 
@@ -147,13 +149,20 @@ func LoadSweep(path, title string, series []LoadSeries) error {
 		good.Add(g)
 		ttft.Legend.Add(s.Policy, p99)
 	}
-	const w, h = 12 * vg.Inch, 4.5 * vg.Inch
+	return writePanels(path, 12*vg.Inch, 4.5*vg.Inch, [][]*plot.Plot{{ttft, good}})
+}
+
+// writePanels draws a grid of plots (rows of columns) into one PNG at path.
+func writePanels(path string, w, h vg.Length, panels [][]*plot.Plot) error {
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4}
-	canvases := plot.Align([][]*plot.Plot{{ttft, good}}, tiles, dc)
-	ttft.Draw(canvases[0][0])
-	good.Draw(canvases[0][1])
+	tiles := draw.Tiles{Rows: len(panels), Cols: len(panels[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
+	canvases := plot.Align(panels, tiles, dc)
+	for i, row := range panels {
+		for j, p := range row {
+			p.Draw(canvases[i][j])
+		}
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -163,4 +172,66 @@ func LoadSweep(path, title string, series []LoadSeries) error {
 		return err
 	}
 	return f.Close()
+}
+
+// TimelineSeries is one policy's outage timeline: per second, the member's
+// share of the hub's sends and the P99 TTFT of the second's arrivals.
+type TimelineSeries struct {
+	Policy          string
+	At, Share, P99s []float64
+}
+
+// OutageTimeline writes two panels, one above the other, to path: the
+// member's share of the sends, and P99 TTFT (log), each per second, with
+// the outage [start, end] (s) marked by grey lines.
+func OutageTimeline(path, title string, start, end float64, series []TimelineSeries) error {
+	share, ttft := plot.New(), plot.New()
+	share.Title.Text = title
+	share.Y.Label.Text, ttft.Y.Label.Text = "share of requests sent to the member", "P99 TTFT per second (s, log)"
+	share.X.Label.Text, ttft.X.Label.Text = "time (s)", "time (s)"
+	share.Y.Min, share.Y.Max = 0, 1
+	ttft.Y.Scale, ttft.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	share.Legend.Top = true
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, s := range series {
+		sh, p99 := make(plotter.XYs, len(s.At)), make(plotter.XYs, len(s.At))
+		for k, at := range s.At {
+			sh[k] = plotter.XY{X: at, Y: s.Share[k]}
+			p99[k] = plotter.XY{X: at, Y: math.Max(s.P99s[k], floor)}
+			lo, hi = math.Min(lo, p99[k].Y), math.Max(hi, p99[k].Y)
+		}
+		a, err := plotter.NewLine(sh)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Policy, err)
+		}
+		b, err := plotter.NewLine(p99)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Policy, err)
+		}
+		style(&a.LineStyle, i)
+		style(&b.LineStyle, i)
+		share.Add(a)
+		ttft.Add(b)
+		share.Legend.Add(s.Policy, a)
+	}
+	for _, p := range []*plot.Plot{share, ttft} {
+		p.Add(plotter.NewGrid())
+		ylo, yhi := 0.0, 1.0
+		if p == ttft {
+			ylo, yhi = lo, hi
+		}
+		for _, x := range []float64{start, end} {
+			if math.IsInf(ylo, 0) {
+				continue
+			}
+			l, err := plotter.NewLine(plotter.XYs{{X: x, Y: ylo}, {X: x, Y: yhi}})
+			if err != nil {
+				return err
+			}
+			l.LineStyle.Color = color.Gray{Y: 128}
+			l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(l)
+		}
+	}
+	return writePanels(path, 12*vg.Inch, 8*vg.Inch, [][]*plot.Plot{{share}, {ttft}})
 }

@@ -46,7 +46,11 @@ const (
 var Names = []string{RoundRobin, Random, LeastRequest, LegacyBlend, SGLangCacheAware, DynamoCost, LLMDPrecise, DynamoPrecise, IGW, IGWPrecise, Oracle}
 
 // Ours reports whether the policy is igw's (in any configuration): not a peer.
-func Ours(name string) bool { return name == IGW || name == IGWPrecise }
+func Ours(name string) bool { return name == IGW || name == IGWPrecise || name == IGWGlobal }
+
+// IsOracle reports whether the policy is an oracle (the limit, no peer):
+// oracle, or global-oracle among member clusters.
+func IsOracle(name string) bool { return name == Oracle || name == GlobalOracle }
 
 // Request is what a router sees of one request.
 type Request struct {

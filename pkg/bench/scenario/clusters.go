@@ -161,7 +161,7 @@ func (s *Scenario) validateClusters() []error {
 		total += o.Share
 	}
 	if len(s.Workload.Origins) > 0 && !(math.Abs(total-1) <= 1e-6) {
-		bad("workload.origins shares sum to %v; make them sum to 1", total)
+		bad("workload.origins shares sum to %.4g; make them sum to 1", total)
 	}
 	known := func(r string) bool {
 		if regions[r] {

@@ -11,6 +11,7 @@ import (
 // yields a scenario that validates; nothing panics.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(everyKey))
+	f.Add([]byte(globalKeys))
 	files, _ := filepath.Glob("../../../bench/scenarios/*.yaml")
 	for _, file := range files {
 		if data, err := os.ReadFile(file); err == nil {

@@ -153,7 +153,7 @@ func TestUnknownKeyListsKnownKeysAndAllErrorsAtOnce(t *testing.T) {
 	bad := strings.Replace(strings.Replace(everyKey, "warmup:", "warmpu:", 1), "usersPerGroup:", "users:", 1)
 	_, err := Parse([]byte(bad), "bad.yaml")
 	for _, want := range []string{
-		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, kvEventDelay, fleet, workload, slo, faults)`,
+		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, kvEventDelay, fleet, clusters, network, workload, slo, faults, outages)`,
 		`bad.yaml:33: unknown key "users" in workload.sharedPrefix (known: groups, usersPerGroup, systemPromptTokens)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -219,7 +219,7 @@ func TestInvalidValues(t *testing.T) {
 		{"duplicate key", "rate: 20", "rate: 20\n    rate: 30", "appears twice"},
 		{"negative event delay", "kvEventDelay: 20ms", "kvEventDelay: -5ms", "kvEventDelay must be in (0, 1m], got -5ms"},
 		{"event delay too long", "kvEventDelay: 20ms", "kvEventDelay: 2m", "kvEventDelay must be in (0, 1m], got 2m0s"},
-		{"mixed models", "model: llama-3.1-8b, kvCache", "model: qwen3-32b, kvCache", "a fleet serves one model"},
+		{"mixed models", "model: llama-3.1-8b, kvCache", "model: qwen3-32b, kvCache", "a scenario serves one model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { expectError(t, everyKey, tc.from, tc.to, tc.want) })
 	}
