@@ -90,8 +90,10 @@ type RunOptions struct {
 	Parallel int
 	// Progress draws a bar (nil: none).
 	Progress *Progress
-	// KeepTraces keeps every request's record in the outcomes.
+	// KeepTraces keeps every request's record in the outcomes; KeepTrace,
+	// when set, keeps those of the jobs it names.
 	KeepTraces bool
+	KeepTrace  func(Job) bool
 }
 
 // RunJobs runs jobs on b, the most expensive first so that the slowest run
@@ -110,7 +112,8 @@ func RunJobs(ctx context.Context, b Backend, jobs []Job, opts RunOptions) ([]Out
 
 	out := make([]Outcome, len(jobs))
 	err := Parallel(ctx, order, parallel, func(ctx context.Context, i int) error {
-		o, err := runJob(ctx, b, jobs[i], bar.Job(i), opts.KeepTraces)
+		keep := opts.KeepTraces || (opts.KeepTrace != nil && opts.KeepTrace(jobs[i]))
+		o, err := runJob(ctx, b, jobs[i], bar.Job(i), keep)
 		out[i] = o
 		bar.Done(i)
 		return err

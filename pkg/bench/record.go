@@ -38,6 +38,8 @@ type Record struct {
 	// serving it became unreachable (a scheduled outage): no router can
 	// avoid it, so the SLO verdict does not hold it against the policy.
 	Cut bool
+	// Origin is the client region (multi-cluster scenarios).
+	Origin string
 	// Sends are the member clusters a multi-cluster request was sent to, in
 	// order (a retry after a failure before the first byte adds one).
 	Sends []Send
@@ -80,7 +82,8 @@ func NewRecorder() *Recorder { return &Recorder{byID: map[uint64]int{}} }
 // Arrived records a request the client sent at req.Arrival.
 func (r *Recorder) Arrived(req *workload.Request) {
 	r.byID[req.ID] = len(r.trace.Records)
-	r.trace.Records = append(r.trace.Records, Record{ID: req.ID, Arrival: req.Arrival, Counted: req.Counted, Pod: -1, Adapter: req.Adapter})
+	r.trace.Records = append(r.trace.Records, Record{ID: req.ID, Arrival: req.Arrival, Counted: req.Counted, Pod: -1, Adapter: req.Adapter,
+		Origin: req.Origin})
 }
 
 // Routed records the pod a request went to.

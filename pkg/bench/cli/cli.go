@@ -531,6 +531,6 @@ func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintf(stdout, "grid: %d runs in %v; wrote %s\n", len(scs)*len(names)*c.seeds, res.Wall.Round(time.Second), filepath.Join(c.out, "README.md"))
+	fmt.Fprintf(stdout, "grid: %d runs in %v; wrote %s\n", res.Runs, res.Wall.Round(time.Second), filepath.Join(c.out, "README.md"))
 	return nil
 }

@@ -49,13 +49,38 @@ type Result struct {
 	// Capacity holds the trace scenarios' searches and sweeps (Options.Capacity).
 	Capacity     []capacityRun
 	CapacityWall time.Duration
+	// Runs counts the grid's runs; Outages are the multi-cluster scenarios'
+	// outage reports (every global policy and seed).
+	Runs    int
+	Outages map[string][]bench.OutageReport
+}
+
+// PoliciesFor are the policies a scenario runs of all: the global ones for a
+// multi-cluster scenario (all of them when all names none), the others for
+// a single fleet.
+func PoliciesFor(sc *scenario.Scenario, all []string) []string {
+	var global, single []string
+	for _, p := range all {
+		if policies.IsGlobal(p) {
+			global = append(global, p)
+		} else {
+			single = append(single, p)
+		}
+	}
+	if !sc.MultiCluster() {
+		return single
+	}
+	if len(global) == 0 {
+		return policies.GlobalNames
+	}
+	return global
 }
 
 // Run runs the grid on b and writes its page into opts.Out.
 func Run(ctx context.Context, b bench.Backend, opts Options) (*Result, error) {
 	var jobs []bench.Job
 	for _, sc := range opts.Scenarios {
-		for _, p := range opts.Policies {
+		for _, p := range PoliciesFor(sc, opts.Policies) {
 			for seed := 1; seed <= opts.Seeds; seed++ {
 				jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: uint64(seed)})
 			}
@@ -70,12 +95,19 @@ func Run(ctx context.Context, b bench.Backend, opts Options) (*Result, error) {
 		bar = bench.NewProgress(opts.Progress, "grid", len(jobs))
 	}
 	start := time.Now()
-	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: parallel, Progress: bar})
+	outageTraces := func(j bench.Job) bool { return len(j.Scenario.Outages) > 0 && policies.IsGlobal(j.Policy) }
+	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: parallel, Progress: bar, KeepTrace: outageTraces})
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Options: opts, Mode: b.Mode(), Wall: time.Since(start), Parallel: parallel,
-		TTFTs: map[string]map[string][]float64{}}
+		TTFTs: map[string]map[string][]float64{}, Runs: len(jobs), Outages: map[string][]bench.OutageReport{}}
+	for i := range outcomes {
+		if o := &outcomes[i]; o.Trace != nil {
+			res.Outages[o.Scenario.Name] = append(res.Outages[o.Scenario.Name], bench.Outages(*o, o.Scenario)...)
+			o.Trace = nil // the grid keeps the reports, not every request
+		}
+	}
 	for _, sc := range opts.Scenarios {
 		var mine []bench.Outcome
 		ttfts := map[string][]float64{}
@@ -110,14 +142,24 @@ func (r *Result) write() error {
 		p99[i].Policy = p
 	}
 	for _, rep := range r.Reports {
-		names = append(names, rep.Scenario)
 		if err := bench.WriteJSON(filepath.Join(out, "results", rep.Scenario+".json"), rep); err != nil {
 			return err
 		}
+		sc := r.scenario(rep.Scenario)
 		var series []plots.Series
-		for i, p := range r.Options.Policies {
+		for _, p := range PoliciesFor(sc, r.Options.Policies) {
 			series = append(series, plots.Series{Policy: p, Values: r.TTFTs[rep.Scenario][p]})
-			p99[i].Values = append(p99[i].Values, rep.Summary[p].TTFTP99)
+		}
+		if reps := r.Outages[rep.Scenario]; len(reps) > 0 {
+			if err := writeOutage(out, sc, reps); err != nil {
+				return err
+			}
+		}
+		if !sc.MultiCluster() { // the P99 plot compares the single-cluster policies
+			names = append(names, rep.Scenario)
+			for i, p := range r.Options.Policies {
+				p99[i].Values = append(p99[i].Values, rep.Summary[p].TTFTP99)
+			}
 		}
 		title := fmt.Sprintf("%s: TTFT distribution, %d seeds pooled (%s)", rep.Scenario, r.Options.Seeds, r.Mode)
 		if err := plots.TTFTCDF(filepath.Join(out, cdfFile(rep.Scenario)), title, series); err != nil {
@@ -203,7 +245,7 @@ func (r *Result) page(w *strings.Builder) {
 	fmt.Fprintf(w, "- Policies: %s.\n", strings.Join(o.Policies, ", "))
 	fmt.Fprintf(w, "- Seeds: %s; every figure is the median over the seeds.\n", strings.Join(seeds, ", "))
 	fmt.Fprintf(w, "- Wall time: %v for %d runs, %d in parallel on %d CPUs (%s, %s).\n\n",
-		r.Wall.Round(time.Second), len(o.Scenarios)*len(o.Policies)*o.Seeds, r.Parallel, runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
+		r.Wall.Round(time.Second), r.Runs, r.Parallel, runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
 	r.capacityPage(w)
 	r.llmdPage(w)
 	w.WriteString(methodology)
@@ -235,9 +277,13 @@ func (r *Result) page(w *strings.Builder) {
 		sc := r.scenario(rep.Scenario)
 		fmt.Fprintf(w, "\n## %s\n\n", rep.Scenario)
 		fmt.Fprintf(w, "`bench/scenarios/%s`: %s. Seeds %s.\n\n", filepath.Base(sc.File), describe(sc), strings.Join(seeds, ", "))
-		markdownTable(w, rep.Summary, o.Policies)
+		order := PoliciesFor(sc, o.Policies)
+		markdownTable(w, rep.Summary, order)
 		w.WriteString("\n")
-		ratioTable(w, rep.Summary, o.Policies)
+		ratioTable(w, rep.Summary, order, sc.MultiCluster())
+		if reps := r.Outages[rep.Scenario]; len(reps) > 0 {
+			outagePage(w, sc, reps)
+		}
 		if note := overloadNote(sc, rep.Summary); note != "" {
 			fmt.Fprintf(w, "\n%s\n", note)
 		}
@@ -295,7 +341,7 @@ func (r *Result) scenario(name string) *scenario.Scenario {
 // describe summarises a scenario's fleet and load in one line.
 func describe(sc *scenario.Scenario) string {
 	var fleet []string
-	for _, g := range sc.Fleet {
+	for _, g := range sc.Groups() {
 		fleet = append(fleet, fmt.Sprintf("%d× %s", g.Replicas, g.GPU))
 	}
 	w := sc.Workload
@@ -340,13 +386,16 @@ func markdownTable(w *strings.Builder, summary map[string]bench.Metrics, order [
 
 // ratioTable shows each policy's change against round-robin and
 // least-request, and the oracle row as igw's distance to the limit.
-func ratioTable(w *strings.Builder, summary map[string]bench.Metrics, order []string) {
+func ratioTable(w *strings.Builder, summary map[string]bench.Metrics, order []string, global bool) {
 	type col struct {
 		name   string
 		metric func(*bench.Metrics) float64
 	}
 	cols := []col{{"TTFT p50", ttftP50}, {"TTFT p95", ttftP95}, {"TTFT p99", ttftP99}, {"tok/s", throughput}}
-	bases := []string{policies.RoundRobin, policies.LeastRequest}
+	bases, ours, oracleName := []string{policies.RoundRobin, policies.LeastRequest}, policies.IGW, policies.Oracle
+	if global {
+		bases, ours, oracleName = []string{policies.GlobalRoundRobin, policies.GlobalBlend}, policies.IGWGlobal, policies.GlobalOracle
+	}
 	w.WriteString("| change | ")
 	for _, b := range bases {
 		for _, c := range cols {
@@ -356,7 +405,7 @@ func ratioTable(w *strings.Builder, summary map[string]bench.Metrics, order []st
 	w.WriteString("\n|---|" + strings.Repeat("---:|", len(cols)*len(bases)) + "\n")
 	for _, p := range order {
 		pm, ok := summary[p]
-		if p == policies.RoundRobin || !ok {
+		if p == bases[0] || !ok {
 			continue
 		}
 		fmt.Fprintf(w, "| %s |", p)
@@ -372,10 +421,10 @@ func ratioTable(w *strings.Builder, summary map[string]bench.Metrics, order []st
 		}
 		w.WriteString("\n")
 	}
-	if _, ok := summary[policies.Oracle]; ok {
-		w.WriteString("\n| igw vs oracle | TTFT p50 | TTFT p95 | TTFT p99 | tok/s |\n|---|---:|---:|---:|---:|\n")
-		igw, oracle := summary[policies.IGW], summary[policies.Oracle]
-		w.WriteString("| igw / oracle |")
+	if _, ok := summary[oracleName]; ok {
+		fmt.Fprintf(w, "\n| %s vs %s | TTFT p50 | TTFT p95 | TTFT p99 | tok/s |\n|---|---:|---:|---:|---:|\n", ours, oracleName)
+		igw, oracle := summary[ours], summary[oracleName]
+		fmt.Fprintf(w, "| %s / %s |", ours, oracleName)
 		for _, c := range cols {
 			if c.metric(&oracle) == 0 {
 				w.WriteString(" – |")
@@ -392,6 +441,9 @@ func ratioTable(w *strings.Builder, summary map[string]bench.Metrics, order []st
 // published rather than edited.
 func overloadNote(sc *scenario.Scenario, summary map[string]bench.Metrics) string {
 	o, ok := summary[policies.Oracle]
+	if g, global := summary[policies.GlobalOracle]; global {
+		o, ok = g, true
+	}
 	if !ok || sc.SLO.TTFT <= 0 || o.TTFTP99 <= sc.SLO.TTFT.Seconds() {
 		return ""
 	}
