@@ -27,6 +27,10 @@ import (
 // and the fetch's timeout: as the hub does.
 const SummaryPollInterval = 500 * time.Millisecond
 
+// clientClosedRequest is the status a member's gateway logs for a request
+// whose client connection is gone (nginx's 499): not the pod's failure.
+const clientClosedRequest = 499
+
 // globalRun is a multi-cluster run: member clusters, each a fleet behind its
 // own in-cluster igw router that exports its summary; one hub per client
 // region (its own global picker, health and round-trip measurements) picks a
@@ -528,7 +532,8 @@ func (r *globalRun) outage(e outageEdge, at time.Duration) {
 		}
 		r.pods[f.pod].Abort(id, at)
 		if m.router != nil {
-			m.router.ObserveFailure(f.ticket, director.Failure{}, epoch.Add(at))
+			// Inside the member the client went away; its pods did not fail.
+			m.router.ObserveFailure(f.ticket, director.Failure{Status: clientClosedRequest}, epoch.Add(at))
 		}
 		seen := at + f.delay // the reset reaches the hub
 		if f.started {
