@@ -12,12 +12,12 @@ package des
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/policies"
+	"github.com/igw-dev/igw/pkg/bench/scenario"
 	"github.com/igw-dev/igw/pkg/bench/workload"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -60,7 +60,6 @@ type run struct {
 	scrapeAt []time.Duration
 	snap     sim.Snapshot
 	samples  []datastore.Metrics // last sample per pod, whose adapter lists are reused while unchanged
-	baseline bench.FleetCounters
 }
 
 // Run implements bench.Backend.
@@ -78,21 +77,9 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
 	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig,
 		KVEventDelay: sc.KVEventDelay}
-	groups, faults := sc.PodGroups(), sc.PodFaults()
-	for i, cfg := range sc.PodConfigs(job.Seed) {
-		e, err := sim.New(cfg)
-		if err == nil {
-			err = e.SetFaults(faults[i])
-		}
-		if err != nil {
-			return fmt.Errorf("pod %d: %w", i, err)
-		}
-		r.pods = append(r.pods, e)
-		kv := cfg.KVCacheTokens
-		if kv == 0 {
-			kv = e.Profile().KVCapacityTokens
-		}
-		fleet.Pods = append(fleet.Pods, policies.Pod{Group: groups[i], KVTokens: kv})
+	var err error
+	if r.pods, fleet.Pods, err = newPods(sc, job.Seed); err != nil {
+		return err
 	}
 	router, err := policies.New(job.Policy, fleet, job.Seed)
 	if err != nil {
@@ -118,83 +105,41 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 
 func (r *run) loop(ctx context.Context, progress func(float64)) error {
 	sc := r.job.Scenario
-	warmupDone := false
-	reported, guarded, last := time.Duration(-1), time.Duration(0), time.Duration(0)
-	for iter := 0; ; iter++ {
-		if iter&4095 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// On equal times: step ends first (their events happened), then scrapes,
-		// then the warmup mark, then arrivals (which see all of them).
-		next, kind, which := time.Duration(math.MaxInt64), "", -1
-		for i, e := range r.pods {
-			if t, busy := e.NextEventTime(); busy && t < next {
-				next, kind, which = t, "step", i
-			}
-		}
-		arrival, more := r.gen.Next()
-		if !more && len(r.flying) == 0 {
-			break
-		}
+	last := time.Duration(0)
+	// On equal times: step ends first (their events happened), then scrapes,
+	// then timeouts, then the warmup mark, then arrivals (which see all of them).
+	offer := func(ev *event) {
 		if r.wants.Telemetry {
 			for i, t := range r.scrapeAt {
-				if t < next {
-					next, kind, which = t, "scrape", i
-				}
+				ev.offer(t, "scrape", i, -1)
 			}
 		}
-		if t, ok := r.nextDeadline(); ok && t < next {
-			next, kind = t, "timeout"
+		if t, ok := r.nextDeadline(); ok {
+			ev.offer(t, "timeout", -1, -1)
 		}
-		if !warmupDone && sc.Warmup < next {
-			next, kind = sc.Warmup, "warmup"
-		}
-		if more && arrival < next {
-			next, kind = arrival, "arrival"
-		}
-		switch kind {
+	}
+	do := func(ev event) (bool, error) {
+		switch ev.kind {
 		case "step":
-			r.handle(r.pods[which].Advance(next))
+			r.handle(r.pods[ev.which].Advance(ev.at))
 		case "scrape":
-			r.scrape(which, next)
-			r.scrapeAt[which] += sc.ScrapeInterval
+			r.scrape(ev.which, ev.at)
+			r.scrapeAt[ev.which] += sc.ScrapeInterval
 		case "timeout":
-			r.timeOut(next)
-		case "warmup":
-			warmupDone = true
-			r.baseline = r.counters(next)
+			r.timeOut(ev.at)
 		case "arrival":
 			r.arrive(r.gen.Pop())
 		default:
 			if !r.abandonStuck(last) {
-				return fmt.Errorf("requests in flight but no pod is busy (virtual time %v)", next)
+				return false, fmt.Errorf("requests in flight but no pod is busy (virtual time %v)", ev.at)
 			}
-			continue
+			return false, nil
 		}
-		last = next
-		if t := min(next, sc.Duration); t-reported >= time.Second {
-			reported = t
-			progress(0.99 * t.Seconds() / sc.Duration.Seconds())
-		}
-		if g := r.job.Guard; g != nil && next-guarded >= time.Second {
-			guarded = next
-			if g.Broken(r.rec.Trace(), next) {
-				return bench.ErrSLOBroken
-			}
-		}
+		last = ev.at
+		return true, nil
 	}
-	end := time.Duration(0)
-	for _, e := range r.pods {
-		end = max(end, e.Now())
-	}
-	final := r.counters(end)
-	r.rec.SetFleet(bench.FleetCounters{
-		PrefixQueries: final.PrefixQueries - r.baseline.PrefixQueries,
-		PrefixHits:    final.PrefixHits - r.baseline.PrefixHits,
-		LoRALoads:     final.LoRALoads - r.baseline.LoRALoads,
-	})
-	progress(1)
-	return nil
+	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, inFlight: func() int { return len(r.flying) }}
+	return l.run(ctx, progress, offer, do)
 }
 
 // arrive routes a released request and submits it to its pod.
@@ -223,6 +168,30 @@ func (r *run) arrive(req *workload.Request) {
 	// Submit may complete steps ending at this instant; their events wait for the
 	// pod's next Advance, which the loop makes before anything later happens.
 	r.handle(r.pods[pod].Advance(at))
+}
+
+// newPods makes the scenario's pods for seed, in PodConfigs order, and
+// describes each to a router.
+func newPods(sc *scenario.Scenario, seed uint64) ([]*sim.Engine, []policies.Pod, error) {
+	var engines []*sim.Engine
+	var pods []policies.Pod
+	groups, faults := sc.PodGroups(), sc.PodFaults()
+	for i, cfg := range sc.PodConfigs(seed) {
+		e, err := sim.New(cfg)
+		if err == nil {
+			err = e.SetFaults(faults[i])
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("pod %d: %w", i, err)
+		}
+		kv := cfg.KVCacheTokens
+		if kv == 0 {
+			kv = e.Profile().KVCapacityTokens
+		}
+		engines = append(engines, e)
+		pods = append(pods, policies.Pod{Group: groups[i], KVTokens: kv})
+	}
+	return engines, pods, nil
 }
 
 // handle feeds a pod's events to the recorder, the router and the generator.
@@ -294,11 +263,6 @@ func sameOrCopy(old, cur []string) []string {
 		return nil
 	}
 	return slices.Clone(cur)
-}
-
-// counters sums the fleet's cumulative server counters at t.
-func (r *run) counters(t time.Duration) bench.FleetCounters {
-	return fleetCounters(r.pods, t, r.handle, &r.snap)
 }
 
 // predict is the oracle's exact cost model: the pod's own scheduler run

@@ -53,7 +53,6 @@ type globalRun struct {
 	outages    []outageEdge // in time order
 	pollAt     time.Duration
 	snap       sim.Snapshot
-	baseline   bench.FleetCounters
 }
 
 // memberCluster is one member: its pods, its in-cluster router (igw's
@@ -134,29 +133,20 @@ func (b Backend) runGlobal(ctx context.Context, job bench.Job, gen *workload.Gen
 	}
 	r := &globalRun{job: job, sc: sc, gen: gen, rec: rec, oracle: job.Policy == policies.GlobalOracle,
 		byName: map[string]int{}, hubs: map[string]*hub{}, flying: map[uint64]*globalFlight{}}
-	clusterOf, groups, faults := sc.ClusterOfPod(), sc.PodGroups(), sc.PodFaults()
+	engines, pods, err := newPods(sc, job.Seed)
+	if err != nil {
+		return err
+	}
+	r.pods = engines
 	for i, c := range sc.Clusters {
 		r.byName[c.Name] = i
 		r.members = append(r.members, &memberCluster{name: c.Name, region: c.Region,
 			errors: globalsummary.NewErrorWindow(globalsummary.DefaultErrorWindow, 30)})
 	}
 	fleets := make([]policies.Fleet, len(r.members))
-	for i, cfg := range sc.PodConfigs(job.Seed) {
-		e, err := sim.New(cfg)
-		if err == nil {
-			err = e.SetFaults(faults[i])
-		}
-		if err != nil {
-			return fmt.Errorf("pod %d: %w", i, err)
-		}
-		kv := cfg.KVCacheTokens
-		if kv == 0 {
-			kv = e.Profile().KVCapacityTokens
-		}
-		m := clusterOf[i]
-		r.members[m].pods = append(r.members[m].pods, len(r.pods))
-		r.pods = append(r.pods, e)
-		fleets[m].Pods = append(fleets[m].Pods, policies.Pod{Group: groups[i], KVTokens: kv})
+	for i, m := range sc.ClusterOfPod() {
+		r.members[m].pods = append(r.members[m].pods, i)
+		fleets[m].Pods = append(fleets[m].Pods, pods[i])
 	}
 	for i, m := range r.members {
 		if r.oracle {
@@ -239,97 +229,55 @@ func (r *globalRun) buildHubs() error {
 
 func (r *globalRun) loop(ctx context.Context, progress func(float64)) error {
 	sc := r.job.Scenario
-	warmupDone := false
-	reported, guarded := time.Duration(-1), time.Duration(0)
-	for iter := 0; ; iter++ {
-		if iter&4095 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// On equal times: step ends, scrapes, polls, outage edges, deliveries,
-		// the warmup mark, then arrivals (which see all of them).
-		next, kind, which, sub := time.Duration(math.MaxInt64), "", -1, -1
-		for i, e := range r.pods {
-			if t, busy := e.NextEventTime(); busy && t < next {
-				next, kind, which = t, "step", i
-			}
-		}
-		arrival, more := r.gen.Next()
-		if !more && len(r.flying) == 0 {
-			break
-		}
+	// On equal times: step ends, scrapes, polls, outage edges, deliveries,
+	// the warmup mark, then arrivals (which see all of them).
+	offer := func(ev *event) {
 		for i, m := range r.members {
 			if m.router == nil || !m.wants.Telemetry {
 				continue
 			}
 			for k, t := range m.scrapeAt {
-				if t < next {
-					next, kind, which, sub = t, "scrape", i, k
-				}
+				ev.offer(t, "scrape", i, k)
 			}
 		}
-		if !r.oracle && r.pollAt < next {
-			next, kind = r.pollAt, "poll"
+		if !r.oracle {
+			ev.offer(r.pollAt, "poll", -1, -1)
 		}
-		if len(r.outages) > 0 && r.outages[0].at < next {
-			next, kind = r.outages[0].at, "outage"
+		if len(r.outages) > 0 {
+			ev.offer(r.outages[0].at, "outage", -1, -1)
 		}
-		if len(r.deliveries) > 0 && r.deliveries[0].at < next {
-			next, kind = r.deliveries[0].at, "delivery"
+		if len(r.deliveries) > 0 {
+			ev.offer(r.deliveries[0].at, "delivery", -1, -1)
 		}
-		if !warmupDone && sc.Warmup < next {
-			next, kind = sc.Warmup, "warmup"
-		}
-		if more && arrival < next {
-			next, kind = arrival, "arrival"
-		}
-		switch kind {
+	}
+	do := func(ev event) (bool, error) {
+		switch ev.kind {
 		case "step":
-			r.handle(r.pods[which].Advance(next))
+			r.handle(r.pods[ev.which].Advance(ev.at))
 		case "scrape":
-			m := r.members[which]
-			r.scrape(m, sub, next)
-			m.scrapeAt[sub] += sc.ScrapeInterval
+			m := r.members[ev.which]
+			r.scrape(m, ev.sub, ev.at)
+			m.scrapeAt[ev.sub] += sc.ScrapeInterval
 		case "poll":
-			r.poll(next)
+			r.poll(ev.at)
 		case "outage":
 			e := r.outages[0]
 			r.outages = r.outages[1:]
-			r.outage(e, next)
+			r.outage(e, ev.at)
 		case "delivery":
-			d := heap.Pop(&r.deliveries).(delivery)
-			r.deliver(d, next)
-		case "warmup":
-			warmupDone = true
-			r.baseline = fleetCounters(r.pods, next, r.handle, &r.snap)
+			r.deliver(heap.Pop(&r.deliveries).(delivery), ev.at)
 		case "arrival":
 			r.arrive(r.gen.Pop())
+		default:
+			return false, fmt.Errorf("requests in flight but nothing to happen (virtual time %v)", ev.at)
 		}
-		if next > sc.Duration+time.Hour {
-			return fmt.Errorf("requests in flight an hour after the end of arrivals (virtual time %v)", next)
+		if ev.at > sc.Duration+time.Hour {
+			return false, fmt.Errorf("requests in flight an hour after the end of arrivals (virtual time %v)", ev.at)
 		}
-		if t := min(next, sc.Duration); t-reported >= time.Second {
-			reported = t
-			progress(0.99 * t.Seconds() / sc.Duration.Seconds())
-		}
-		if g := r.job.Guard; g != nil && next-guarded >= time.Second {
-			guarded = next
-			if g.Broken(r.rec.Trace(), next) {
-				return bench.ErrSLOBroken
-			}
-		}
+		return true, nil
 	}
-	end := time.Duration(0)
-	for _, e := range r.pods {
-		end = max(end, e.Now())
-	}
-	final := fleetCounters(r.pods, end, r.handle, &r.snap)
-	r.rec.SetFleet(bench.FleetCounters{
-		PrefixQueries: final.PrefixQueries - r.baseline.PrefixQueries,
-		PrefixHits:    final.PrefixHits - r.baseline.PrefixHits,
-		LoRALoads:     final.LoRALoads - r.baseline.LoRALoads,
-	})
-	progress(1)
-	return nil
+	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, inFlight: func() int { return len(r.flying) }}
+	return l.run(ctx, progress, offer, do)
 }
 
 // scrape hands member m's router the telemetry of its k-th pod as of at.
@@ -604,18 +552,4 @@ func (r *globalRun) handle(events []sim.Event) {
 			}
 		}
 	}
-}
-
-// fleetCounters sums the pods' cumulative server counters at t, handing the
-// events of steps up to t to handle first.
-func fleetCounters(pods []*sim.Engine, t time.Duration, handle func([]sim.Event), snap *sim.Snapshot) bench.FleetCounters {
-	var c bench.FleetCounters
-	for _, e := range pods {
-		handle(e.Advance(max(t, e.Now())))
-		e.SnapshotInto(snap)
-		c.PrefixQueries += snap.PrefixCacheQueries
-		c.PrefixHits += snap.PrefixCacheHits
-		c.LoRALoads += snap.LoRALoads
-	}
-	return c
 }
