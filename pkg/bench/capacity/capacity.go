@@ -68,6 +68,8 @@ type Report struct {
 type Options struct {
 	Policies []string
 	Seeds    int
+	// FirstSeed is the first seed searched (0: 1): seeds FirstSeed..FirstSeed+Seeds-1.
+	FirstSeed int
 	// Parallel is the number of searches at a time (0: one per CPU).
 	Parallel int
 	// Tolerance is the bisection's precision (0: DefaultTolerance).
@@ -77,7 +79,8 @@ type Options struct {
 	Progress *bench.Progress
 }
 
-// Run searches every policy's capacity on seeds 1..opts.Seeds of sc.
+// Run searches every policy's capacity on seeds FirstSeed.. (1..opts.Seeds
+// by default) of sc.
 func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Options) (Report, error) {
 	if sc.SLO.TTFT <= 0 && sc.SLO.TPOT <= 0 {
 		return Report{}, fmt.Errorf("%s: capacity needs an SLO (slo.ttft, slo.tpot)", sc.Name)
@@ -87,8 +90,9 @@ func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Optio
 		seed   uint64
 	}
 	var tasks []task
+	first := max(1, opts.FirstSeed)
 	for _, p := range opts.Policies {
-		for seed := 1; seed <= opts.Seeds; seed++ {
+		for seed := first; seed < first+opts.Seeds; seed++ {
 			tasks = append(tasks, task{p, uint64(seed)})
 		}
 	}
