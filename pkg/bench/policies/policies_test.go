@@ -2,6 +2,7 @@ package policies
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,5 +160,34 @@ func TestNewRejectsUnknownAndOracleWithoutModel(t *testing.T) {
 	}
 	if p, _, _ := o.Route(req(1, "x"), t0); p != 1 {
 		t.Fatalf("oracle picked %d, want the pod predicted first", p)
+	}
+}
+
+// Every global policy but the oracle is a pipeline of the global picker;
+// round-robin's picker takes the members in turn, skipping none that passed.
+func TestGlobalPipelines(t *testing.T) {
+	for _, name := range GlobalNames {
+		pl, err := GlobalPipeline(name, []Link{{From: "a", To: "b", Delay: 40 * time.Millisecond}}, time.Millisecond)
+		if name == GlobalOracle {
+			if err == nil {
+				t.Errorf("%s has a pipeline", name)
+			}
+			continue
+		}
+		if err != nil || pl == nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	p := &roundRobinPicker{last: -1}
+	cands := []*datastore.View{{ID: 4}, {ID: 1}, {ID: 7}}
+	var got []int32
+	for range 4 {
+		got = append(got, cands[p.Pick(nil, cands, nil, 1, nil)[0]].ID)
+	}
+	if !slices.Equal(got, []int32{1, 4, 7, 1}) {
+		t.Fatalf("round-robin picked %v", got)
+	}
+	if two := p.Pick(nil, cands, nil, 2, nil); cands[two[0]].ID != 4 || cands[two[1]].ID != 7 {
+		t.Fatalf("round-robin's pick and fallback %v", two)
 	}
 }
