@@ -16,7 +16,12 @@
 //     dynamo-precise are implemented here from the peers' published behaviour (each one's
 //     doc names the rule and the defaults it follows), not as EPP plugins:
 //     they are baselines, not product features;
-//   - oracle routes on the simulator's exact cost model (a Predictor).
+//   - oracle routes on the simulator's exact cost model (a Predictor);
+//   - the global policies (global.go) pick a member cluster of a
+//     multi-cluster scenario: global-blend and igw-global are pkg/global's
+//     picker with BlendConfig and DefaultConfig, global-round-robin and
+//     nearest-region the same picker with a baseline picker or one scorer;
+//     the des backend runs them, and global-oracle there.
 package policies
 
 import (
