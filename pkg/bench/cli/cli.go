@@ -292,12 +292,19 @@ func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 	return b, names, nil
 }
 
-// Shorten cuts sc to d of arrivals, scaling the warmup in proportion.
+// Shorten cuts sc to d of arrivals, scaling the warmup and the outages'
+// starts in proportion (an outage keeps its length).
 func Shorten(sc *scenario.Scenario, d time.Duration) error {
 	if d <= 0 || d >= sc.Duration {
 		return nil
 	}
-	sc.Warmup = time.Duration(float64(sc.Warmup) * float64(d) / float64(sc.Duration))
+	scale := func(t time.Duration) time.Duration {
+		return time.Duration(float64(t) * float64(d) / float64(sc.Duration))
+	}
+	for i := range sc.Outages {
+		sc.Outages[i].At = scale(sc.Outages[i].At)
+	}
+	sc.Warmup = scale(sc.Warmup)
 	sc.Duration = d
 	return sc.Validate()
 }
@@ -525,8 +532,8 @@ func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	for _, rep := range res.Reports {
-		if err := bench.WriteTable(stdout, rep.Scenario, rep.Summary, names); err != nil {
+	for i, rep := range res.Reports {
+		if err := bench.WriteTable(stdout, rep.Scenario, rep.Summary, grid.PoliciesFor(scs[i], names)); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout)

@@ -341,8 +341,15 @@ func (r *Result) scenario(name string) *scenario.Scenario {
 // describe summarises a scenario's fleet and load in one line.
 func describe(sc *scenario.Scenario) string {
 	var fleet []string
-	for _, g := range sc.Groups() {
+	for _, g := range sc.Fleet {
 		fleet = append(fleet, fmt.Sprintf("%d× %s", g.Replicas, g.GPU))
+	}
+	for _, c := range sc.Clusters {
+		var groups []string
+		for _, g := range c.Fleet {
+			groups = append(groups, fmt.Sprintf("%d× %s", g.Replicas, g.GPU))
+		}
+		fleet = append(fleet, fmt.Sprintf("%s in %s (%s)", c.Name, c.Region, strings.Join(groups, " + ")))
 	}
 	w := sc.Workload
 	load := fmt.Sprintf("%s arrivals at %g/s", w.Arrival.Type, w.Arrival.Rate)
