@@ -309,3 +309,25 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// A multi-cluster scenario runs the global policies by default, prints the
+// outage table beside the results and writes the timeline plot; live mode
+// leaves the global policies out.
+func TestRunMultiClusterScenario(t *testing.T) {
+	out := t.TempDir()
+	stdout := mustRunCLI(t, "run", "--scenario", "../../../bench/scenarios/global-three-region.yaml", "--duration", "20s", "--out", out)
+	for _, want := range []string{"member outages", "errors w/o first byte", "global-round-robin", "nearest-region", "global-blend", "igw-global", "global-oracle", "cut by outage"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "least-request") {
+		t.Errorf("a single-cluster policy ran by default:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "outage-global-three-region.png")); err != nil {
+		t.Error(err)
+	}
+	if _, stderr, code := runCLI(t, "run", "--mode", "live", "--scenario", small, "--policies", "igw-global"); code == 0 || !strings.Contains(stderr, "leaves out igw-global") {
+		t.Errorf("live ran a global policy: exit %d, %s", code, stderr)
+	}
+}
