@@ -173,7 +173,7 @@ func EstimatedCost(j Job) float64 {
 		turns = float64(mt.Turns)
 	}
 	cost := rate * turns * sc.Duration.Seconds()
-	if j.Policy == "oracle" {
+	if j.Policy == "oracle" || j.Policy == "global-oracle" {
 		cost *= 1 + float64(len(sc.PodConfigs(0)))/4
 	}
 	return cost
