@@ -7,6 +7,9 @@
 // at scrapes, every scrapeInterval per pod (pods' scrapes are spread over the
 // interval, as independent scrapers are), while its own accounting — picks,
 // first tokens, tokens, completions — flows at the moment each happens.
+//
+// A multi-cluster scenario under a global policy runs in global.go: member
+// clusters, each behind its own igw picker, and a hub per client region.
 package des
 
 import (
