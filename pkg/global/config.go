@@ -33,6 +33,12 @@ func LoadPipelineWith(data []byte, extra map[string]scheduling.Factory) (*Pipeli
 	if err != nil {
 		return nil, err
 	}
+	return BuildPipeline(c)
+}
+
+// BuildPipeline is LoadPipeline over a parsed configuration, for a caller
+// that adds to it (the hub puts its region pins in).
+func BuildPipeline(c *config.Config) (*Pipeline, error) {
 	switch {
 	case c.Latency != nil, c.Admission != nil, len(c.BaseModels) > 0, c.Prefix.BlockTokens != 0:
 		return nil, fmt.Errorf("latency, admission, baseModels and prefix.blockTokens configure an endpoint picker's model servers; remove them from the global picker's configuration")

@@ -8,6 +8,30 @@ const (
 	// HeaderClientRegion names the region a request comes from, set by the
 	// hub's edge; without it the hub replica's own region is the origin.
 	HeaderClientRegion = "x-igw-client-region"
+	// HeaderGlobalMember names, on a response of the hub's standalone
+	// front, the member cluster that answered.
+	HeaderGlobalMember = "x-igw-global-member"
 	// HeaderAuthorization carries the bearer token of a summary request.
 	HeaderAuthorization = "authorization"
+)
+
+// The hub's (igw-global) metric names.
+const (
+	// GlobalRequests counts the requests the hub routed, by member and
+	// outcome (ok, status_5xx, reset, timeout, rejected).
+	GlobalRequests = "igw_global_requests_total"
+	// GlobalRetries counts requests retried on another member before their first byte.
+	GlobalRetries = "igw_global_retries_total"
+	// GlobalPickDuration is the time one pick takes.
+	GlobalPickDuration = "igw_global_pick_duration_seconds"
+	// GlobalMemberInRotation is 1 for a member in rotation, else 0.
+	GlobalMemberInRotation = "igw_global_member_in_rotation"
+	// GlobalMemberWeight is a member's slow-start weight (0..1).
+	GlobalMemberWeight = "igw_global_member_weight"
+	// GlobalMemberRTT is a member's smoothed round trip.
+	GlobalMemberRTT = "igw_global_member_rtt_seconds"
+	// GlobalMemberSummaryAge is the age of a member's latest good summary.
+	GlobalMemberSummaryAge = "igw_global_member_summary_age_seconds"
+	// GlobalStatusPath is where the hub serves its members' state as JSON.
+	GlobalStatusPath = "/status"
 )

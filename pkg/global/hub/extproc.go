@@ -1,0 +1,202 @@
+package hub
+
+import (
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/igw-dev/igw/internal/extproc"
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/global"
+	"github.com/igw-dev/igw/pkg/global/health"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// ExtProc is the hub's ext_proc server on Envoy's global route, speaking the
+// protocol as the endpoint picker does (pkg/epp/server): the request held
+// until its body ends (FULL_DUPLEX_STREAMED, or BUFFERED), then one headers
+// reply naming the picked member's gateway and one fallback in
+// x-gateway-destination-endpoint (Envoy's retry policy takes the fallback
+// before the first byte), the body returned unchanged; no member: an
+// immediate OpenAI-style 503 with the reason. The response passes through
+// unchanged while its status and end feed the member's health.
+type ExtProc struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	Hub *Hub
+}
+
+func registerExtProc(s *grpc.Server, x *ExtProc) { extprocv3.RegisterExternalProcessorServer(s, x) }
+
+// hubExchange is one HTTP request across its ext_proc stream.
+type hubExchange struct {
+	headers                          map[string]string
+	chunks                           [][]byte
+	size                             int64
+	requestBuffered, responseChunked bool
+	headersOnly                      bool
+	decision                         *global.Decision
+	status                           int
+	responded, done                  bool
+}
+
+// Process handles one request's stream.
+func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	x := &hubExchange{}
+	defer s.end(x, false)
+	for {
+		req, err := extproc.Recv(srv)
+		if req == nil {
+			return err
+		}
+		if pc := req.GetProtocolConfig(); pc != nil {
+			x.requestBuffered = pc.GetRequestBodyMode() == filterv3.ProcessingMode_BUFFERED
+			x.responseChunked = pc.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+		}
+		var replies []*extprocv3.ProcessingResponse
+		switch r := req.Request.(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			x.headers = map[string]string{}
+			for _, hv := range r.RequestHeaders.GetHeaders().GetHeaders() {
+				x.headers[strings.ToLower(hv.GetKey())] = extproc.HeaderValue(hv)
+			}
+			switch {
+			case r.RequestHeaders.GetEndOfStream():
+				x.headersOnly = true
+				replies = s.route(srv, x)
+			case x.requestBuffered:
+				replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
+			}
+		case *extprocv3.ProcessingRequest_RequestBody:
+			b := r.RequestBody.GetBody()
+			x.size += int64(len(b))
+			if limit := s.Hub.opts.MaxBodyBytes; x.size > limit {
+				x.done = true
+				return srv.Send(extproc.Immediate("global", apierror.TooLarge(limit)))
+			}
+			if len(b) > 0 {
+				x.chunks = append(x.chunks, b)
+			}
+			if x.requestBuffered || r.RequestBody.GetEndOfStream() {
+				replies = s.route(srv, x)
+			}
+		case *extprocv3.ProcessingRequest_RequestTrailers:
+			replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			b := r.ResponseBody
+			if b.GetEndOfStream() {
+				s.end(x, true)
+			}
+			if x.responseChunked {
+				replies = []*extprocv3.ProcessingResponse{extproc.ResponseBody()}
+			} else {
+				replies = []*extprocv3.ProcessingResponse{extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())}
+			}
+		case *extprocv3.ProcessingRequest_ResponseTrailers:
+			s.end(x, true)
+			replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
+		default:
+			return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
+		}
+		for _, reply := range replies {
+			if err := srv.Send(reply); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// route picks a member for the held request and returns the request path's
+// replies, or an immediate 503.
+func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *hubExchange) []*extprocv3.ProcessingResponse {
+	body := joinChunks(x.chunks)
+	d, _, apiErr := s.Hub.pick(srv.Context(), x.headers, body)
+	if apiErr != nil {
+		x.done = true
+		return []*extprocv3.ProcessingResponse{extproc.Immediate("global", apiErr)}
+	}
+	x.decision = d
+	dest := d.Destination()
+	decision := extproc.Routed(&extprocv3.HeaderMutation{
+		SetHeaders: []*corev3.HeaderValueOption{extproc.SetHeader(wire.HeaderDestinationEndpoint, dest)}})
+	inBodyReply := x.requestBuffered && !x.headersOnly
+	var first *extprocv3.ProcessingResponse
+	if inBodyReply {
+		first = extproc.RequestBody(decision)
+	} else {
+		first = extproc.RequestHeaders(decision)
+	}
+	first.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
+		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
+	})
+	replies := []*extprocv3.ProcessingResponse{first}
+	if !x.headersOnly && !inBodyReply {
+		replies = extproc.AppendRequestChunks(replies, x.chunks, false)
+	}
+	x.chunks = nil
+	return replies
+}
+
+func joinChunks(chunks [][]byte) []byte {
+	if len(chunks) == 1 {
+		return chunks[0]
+	}
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
+	out := make([]byte, 0, n)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
+func (s *ExtProc) responseHeaders(x *hubExchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() == wire.HeaderStatus {
+			x.status, _ = strconv.Atoi(extproc.HeaderValue(hv))
+		}
+	}
+	x.responded = true
+	if d := x.decision; d != nil && !x.done && x.status < 500 {
+		s.Hub.picker.ObserveFirstByte(d, s.Hub.now())
+	}
+	if h.GetEndOfStream() {
+		s.end(x, true)
+	}
+	return extproc.ResponseHeaders(nil)
+}
+
+// end ends the decision once: a 5xx (Envoy has used its one retry by then)
+// or a response cut short is the member's failure; a stream that ended
+// without any response is the client leaving.
+func (s *ExtProc) end(x *hubExchange, complete bool) {
+	d := x.decision
+	if d == nil || x.done {
+		return
+	}
+	x.done = true
+	now := s.Hub.now()
+	switch {
+	case x.status >= 500:
+		s.Hub.picker.ObserveFailure(d, health.Status5xx, now)
+		s.Hub.metrics.requests.WithLabelValues(d.Member, outcome(health.Status5xx)).Inc()
+	case x.responded && !complete:
+		s.Hub.picker.ObserveFailure(d, health.Reset, now)
+		s.Hub.metrics.requests.WithLabelValues(d.Member, outcome(health.Reset)).Inc()
+	default:
+		s.Hub.picker.ObserveCompletion(d, now)
+		if x.responded {
+			s.Hub.metrics.requests.WithLabelValues(d.Member, outcomeOK).Inc()
+		}
+	}
+}
