@@ -38,8 +38,10 @@ import (
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/bbr"
+	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/requestbody"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Gateway is a configured gateway, not yet serving.
@@ -54,6 +56,10 @@ type Gateway struct {
 	byModel  map[string]*pool
 	catchAll *pool
 	models   openaimodels.Catalog // the /v1/models answer
+
+	// summary serves the member summary for the global tier (nil: off).
+	summary       http.Handler
+	summaryTokens *globalsummary.TokenFile
 
 	proxy   *httputil.ReverseProxy
 	parsers sync.Pool
@@ -97,6 +103,11 @@ func New(o *Options, log *slog.Logger) (*Gateway, error) {
 	}
 	g.models.Set(modelList(o.Resolved))
 	g.proxy = g.newProxy()
+	if o.GlobalSummaryTokenFile != "" {
+		if err := g.newSummary(); err != nil {
+			return nil, err
+		}
+	}
 	return g, nil
 }
 
@@ -122,6 +133,9 @@ func (g *Gateway) Handler() http.Handler {
 	g.models.Mount(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", g.serveReady)
+	if g.summary != nil {
+		mux.Handle("GET "+wire.GlobalSummaryPath, g.summary)
+	}
 	return g.guard(apierror.Routes(mux, servedPaths))
 }
 
@@ -186,6 +200,9 @@ func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
 	})
 	for _, p := range g.pools {
 		g.group.Go("pool "+p.cfg.Name, func(ctx context.Context) error { p.run(ctx); return nil })
+	}
+	if g.summaryTokens != nil {
+		g.group.Go("summary tokens", g.runSummaryTokens)
 	}
 	g.group.Go("body collector", func(ctx context.Context) error { g.budget.collectGarbage(ctx.Done()); return nil })
 	g.group.Started = func() { g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools)) }

@@ -85,6 +85,13 @@ type Options struct {
 	// option of routing is in the gateway's time (the front door's are not).
 	TimeScale float64
 
+	// GlobalSummaryTokenFile turns on the member summary the global tier's
+	// hub reads (GET wire.GlobalSummaryPath on Port), for requests bearing a
+	// token of this file; Cluster and Region name the gateway's cluster there.
+	GlobalSummaryTokenFile string
+	Cluster                string
+	Region                 string
+
 	// Resolved is the pool configuration, set by Complete.
 	Resolved *Config
 	// trusted is TrustedCIDRs parsed, set by Complete.
@@ -152,6 +159,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Bound on one proxied request, response included (0: none).")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to a model server before trying the next fallback.")
 	fs.DurationVar(&o.FirstByteTimeout, "first-byte-timeout", o.FirstByteTimeout, "How long a streamed request waits for its model server's first byte before it is retried once on another server (0: no limit); the last server tried is never cut.")
+	fs.StringVar(&o.GlobalSummaryTokenFile, "global-summary-token-file", o.GlobalSummaryTokenFile, "Serve this gateway's member summary to the global tier's hub (GET "+wire.GlobalSummaryPath+" on --port), to requests bearing a token of this file (one a line; re-read on change). Empty: not served.")
+	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "The cluster's name in the member summary (required with --global-summary-token-file).")
+	fs.StringVar(&o.Region, "region", o.Region, "The cluster's region in the member summary.")
 	fs.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "Run the gateway's clock this many times faster than the wall clock (benchmarks against modelsim --speedup); routing durations are in the gateway's time, the front door's timeouts in wall-clock time.")
 }
 
@@ -223,6 +233,9 @@ func (o *Options) Validate() error {
 		bad("--request-timeout and --first-byte-timeout must not be negative, --dial-timeout must be positive")
 	case !(o.TimeScale > 0):
 		bad("--time-scale must be positive")
+	}
+	if o.GlobalSummaryTokenFile != "" && o.Cluster == "" {
+		bad("--cluster is required with --global-summary-token-file: the summary names its cluster")
 	}
 	if o.BindAddress == "" {
 		bad("--bind-address must name an address (0.0.0.0 or :: for every interface)")

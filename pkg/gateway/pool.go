@@ -15,6 +15,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
+	"github.com/igw-dev/igw/pkg/globalsummary"
 )
 
 // pool is one group of model servers with its own endpoint source, telemetry
@@ -30,6 +31,10 @@ type pool struct {
 	watcher *config.Watcher // igw with an eppConfig file
 	scraper *telemetry.Scraper
 	lister  *telemetry.ModelLister // igw: which endpoints serve which adapters
+
+	// ends counts the requests that ended and failed, for the member
+	// summary's error rate (nil when the summary is off).
+	ends *globalsummary.ErrorWindow
 
 	// scraped is when each endpoint last answered a scrape (gateway time),
 	// whichever picker takes the samples: readiness counts it live.

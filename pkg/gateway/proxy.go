@@ -45,6 +45,9 @@ func (x *exchange) finish(complete bool) {
 		return
 	}
 	usage, ok := x.meter.Finish()
+	if x.pool.ends != nil {
+		x.pool.ends.Record(!complete || x.status >= 500, x.pool.now())
+	}
 	if !complete || x.status >= 400 {
 		x.pool.picker.ObserveFailure(x.pick, director.Failure{Status: x.status}, x.pool.now())
 		return
