@@ -1,0 +1,115 @@
+package hub
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/igw-dev/igw/internal/command"
+)
+
+const member = "members: [{name: use1, region: us-east-1, address: \"gw.use1.example:443\", summaryURLs: [\"https://gw.use1.example/igw/v1/global-summary\"], tokenFile: /t}]\n"
+
+// The contract's full example parses: every key the operator renders.
+func TestConfigParsesTheContract(t *testing.T) {
+	c, err := ParseConfig([]byte(`
+region: us-east-1
+policy: global-blend
+weights: {region-proximity: 500, queue: 0, member-error-rate: 250}
+members:
+- name: use1
+  region: us-east-1
+  address: gw.use1.example:443
+  summaryURLs: ["https://gw.use1.example/igw/v1/global-summary", "https://gw2.use1.example/igw/v1/global-summary"]
+  tokenFile: /var/run/igw-global/members/use1/token
+  caFile: /var/run/igw-global/members/use1/ca.crt
+- {name: euw1, region: eu-west-1, address: "gw.euw1.example:443", summaryURLs: ["https://gw.euw1.example/igw/v1/global-summary"], tokenFile: /t}
+models:
+- {name: llama-eu, regions: [eu-west-1]}
+- {name: llama}
+regions:
+- {region: us-east-1, spillOver: [eu-west-1], maxShare: 0.3}
+health: {probeInterval: 500ms, probeTimeout: 400ms, failedProbes: 2, consecutiveErrors: 3, baseEjection: 2s, maxEjection: 30s, slowStart: 10s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.probeInterval().Milliseconds() != 500 || c.probeTimeout().Milliseconds() != 400 || c.healthSettings().SlowStart.Seconds() != 10 {
+		t.Errorf("health %+v", c.Health)
+	}
+	pl, err := c.BuildPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range pl.Profile.Filters {
+		names = append(names, f.Name())
+	}
+	if len(names) == 0 || names[0] != pinFilter || strings.Count(strings.Join(names, ","), "region-pin") != 1 {
+		t.Errorf("filters %v, want the hub's pins first and once", names)
+	}
+	weights := map[string]float64{}
+	for _, s := range pl.Profile.Scorers {
+		weights[s.Scorer.Name()] = s.Weight
+	}
+	if _, ok := weights["queue"]; ok || weights["region-proximity"] != 0.5 || weights["member-error-rate"] != 0.25 || weights["kv-cache-utilization"] != 0.25 {
+		t.Errorf("scorer weights %v, want the blend with queue dropped and proximity 0.5", weights)
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ name, config, want string }{
+		{"unknown key", "region: us-east-1\nfoo: 1\n" + member, "unknown field"},
+		{"no region", member, "region is required"},
+		{"no members", "region: us-east-1\n", "members must list"},
+		{"bad policy", "region: us-east-1\npolicy: fastest\n" + member, "policy must be igw-global or global-blend"},
+		{"weight range", "region: us-east-1\nweights: {queue: 1001}\n" + member, "weights[queue] is 1001"},
+		{"weights with pipeline", "region: us-east-1\nweights: {queue: 1}\npipeline: 'filters: [member-health]'\n" + member, "weights apply to a policy"},
+		{"pin to no member", "region: us-east-1\nmodels: [{name: l, regions: [eu-west-1]}]\n" + member, `region "eu-west-1" has no member`},
+		{"spill to no member", "region: us-east-1\nregions: [{region: us-east-1, spillOver: [ap-south-1]}]\n" + member, `spillOver region "ap-south-1"`},
+		{"timeout over interval", "region: us-east-1\nhealth: {probeInterval: 500ms, probeTimeout: 1s}\n" + member, "longer than health.probeInterval"},
+		{"bad duration", "region: us-east-1\nhealth: {slowStart: soon}\n" + member, `want a duration such as`},
+		{"bad address", "region: us-east-1\nmembers: [{name: a, region: r, address: nohost, summaryURLs: [\"http://x/\"], tokenFile: /t}]\n", "is not host:port"},
+		{"no token", "region: us-east-1\nmembers: [{name: a, region: r, address: \"a:1\", summaryURLs: [\"http://x/\"]}]\n", "tokenFile is required"},
+		{"bad url", "region: us-east-1\nmembers: [{name: a, region: r, address: \"a:1\", summaryURLs: [\"ftp://x/\"], tokenFile: /t}]\n", "is not an http(s) URL"},
+		{"bad pipeline", "region: us-east-1\npipeline: 'scorers: [{plugin: nope, weight: 1}]'\n" + member, "pipeline:"},
+		{"pins twice", "region: us-east-1\nmodels: [{name: l, regions: [us-east-1]}]\npipeline: |\n  plugins: [{name: p, type: region-pin, parameters: {pins: [{model: l, regions: [us-east-1]}]}}]\n  filters: [p]\n" + member, "name the pins in one place"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.config))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOptions(t *testing.T) {
+	path := t.TempDir() + "/config.yaml"
+	if err := writeTestFile(path, "region: us-east-1\n"+member); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions()
+	if err := command.ParseOptions("igw-global", o, []string{"--config", path, "--region", "eu-west-1", "--log-level", "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Resolved.Region != "eu-west-1" || o.GRPCPort != 9002 || o.MetricsPort != 9090 || o.HTTPPort != 0 {
+		t.Errorf("options %+v, want --region over the file's and the contract's ports", o)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", ""}, "--config is required"},
+		{[]string{"--config", path, "--grpc-port", "9090"}, "--grpc-port and --metrics-port are both 9090"},
+		{[]string{"--config", path, "--log-level", "loud"}, "--log-level"},
+		{[]string{"--config", path + ".missing"}, "no such file"},
+	} {
+		err := command.ParseOptions("igw-global", NewOptions(), tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func writeTestFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -1,0 +1,372 @@
+package hub
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+const testToken = "hub-test-token-0123456789"
+
+// fakeMember is a member cluster's gateway on loopback: its summary
+// (behind the token) and the inference paths, which can fail on purpose.
+type fakeMember struct {
+	*httptest.Server
+	name   string
+	models []string
+	// fail: "" answers, "500" answers 500, "reset" closes the connection.
+	mu      sync.Mutex
+	fail    string
+	garbage bool
+	served  atomic.Int64
+}
+
+func startFakeMember(t *testing.T, name, region string, models ...string) *fakeMember {
+	t.Helper()
+	m := &fakeMember{name: name, models: models}
+	auth, err := globalsummary.NewTokenFile(tokenFile(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, err := globalsummary.NewHandler(func(now time.Time) *globalsummary.Summary {
+		return memberSummary(name, region, now, models...)
+	}, globalsummary.HandlerOptions{Auth: auth, MinInterval: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		fail, garbage := m.fail, m.garbage
+		m.mu.Unlock()
+		if r.URL.Path == wire.GlobalSummaryPath {
+			if garbage {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"version":1,"cluster":"`+name+`","generatedAt":"2026-01-01T00:00:00Z","models":[{"model":"x","endpoints":-1}]}`)
+				return
+			}
+			summary.ServeHTTP(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch fail {
+		case "500":
+			http.Error(w, `{"error":{"message":"down"}}`, http.StatusInternalServerError)
+			return
+		case "reset":
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			_ = conn.(*net.TCPConn).SetLinger(0)
+			conn.Close()
+			return
+		}
+		m.served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","member":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}`, name)
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func (m *fakeMember) setFail(fail string) {
+	m.mu.Lock()
+	m.fail = fail
+	m.mu.Unlock()
+}
+
+func (m *fakeMember) setGarbage(g bool) {
+	m.mu.Lock()
+	m.garbage = g
+	m.mu.Unlock()
+}
+
+func (m *fakeMember) addr() string { return m.Listener.Addr().String() }
+
+func memberSummary(name, region string, now time.Time, models ...string) *globalsummary.Summary {
+	s := &globalsummary.Summary{Version: globalsummary.Version, Cluster: name, Region: region, GeneratedAt: now, Models: []globalsummary.Model{}}
+	for _, model := range models {
+		s.Models = append(s.Models, globalsummary.Model{Model: model, Endpoints: 2, ReadyEndpoints: 2, Running: 1,
+			PrefillTokensPerSecond: 20000, EndpointPrefillTokensPerSecond: 10000, DecodeStepSeconds: 0.02})
+	}
+	return s
+}
+
+func tokenFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// memberYAML is a member's entry in the hub's configuration.
+func memberYAML(t *testing.T, name, region string, servers ...*fakeMember) string {
+	t.Helper()
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, fmt.Sprintf("%q", s.URL+wire.GlobalSummaryPath))
+	}
+	return fmt.Sprintf("- {name: %s, region: %s, address: %q, summaryURLs: [%s], tokenFile: %q}\n",
+		name, region, servers[0].addr(), strings.Join(urls, ", "), tokenFile(t))
+}
+
+// startHub runs a hub over config (members appended) with the front on.
+func startHub(t *testing.T, config string) *Hub {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions()
+	// Port 0 turns the front off, so it gets a free port of its own.
+	o.ConfigFile, o.GRPCPort, o.HTTPPort, o.MetricsPort, o.BindAddress = path, 0, freePort(t), 0, "127.0.0.1"
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servetest.Serve(t, "hub", h.Run)
+	return h
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(servetest.FreeAddr(t))
+	var n int
+	fmt.Sscan(port, &n)
+	return n
+}
+
+// waitInRotation waits until the hub has every member named in rotation.
+func waitInRotation(t *testing.T, h *Hub, names ...string) {
+	t.Helper()
+	servetest.WaitFor(t, "members in rotation: "+strings.Join(names, ", "), 10*time.Second, func() bool {
+		in := map[string]bool{}
+		for _, m := range h.Status().Members {
+			in[m.Name] = m.InRotation
+		}
+		for _, n := range names {
+			if !in[n] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func chat(t *testing.T, h *Hub, model string, headers ...string) (status int, member string, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.Addr("http")+"/v1/chat/completions",
+		strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(wire.HeaderGlobalMember), string(b)
+}
+
+// A member that fails before the first byte (a 5xx, a reset connection) is
+// retried on the other, invisibly to the client.
+func TestFrontRetriesOnAnotherMemberBeforeTheFirstByte(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama")
+	b := startFakeMember(t, "b", "us-east-1", "llama")
+	h := startHub(t, "region: us-east-1\nhealth: {consecutiveErrors: 100}\nmembers:\n"+
+		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "us-east-1", b))
+	waitInRotation(t, h, "a", "b")
+	for _, fail := range []string{"500", "reset"} {
+		a.setFail(fail)
+		b.setFail("")
+		for range 10 {
+			status, member, body := chat(t, h, "llama")
+			if status != http.StatusOK || member != "b" || !strings.Contains(body, `"member":"b"`) {
+				t.Fatalf("a failing with %s: %d from %q: %s", fail, status, member, body)
+			}
+		}
+	}
+	if n := a.served.Load(); n != 0 {
+		t.Errorf("a answered %d requests while failing", n)
+	}
+	// Both failing: the retry's failure is the client's, as an OpenAI error.
+	a.setFail("reset")
+	b.setFail("reset")
+	status, _, body := chat(t, h, "llama")
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, `"error"`) || !strings.Contains(body, "retried once") {
+		t.Errorf("both failing: %d %s, want a 503 saying a request is retried once", status, body)
+	}
+}
+
+// A pinned model never leaves its region, even when the member there is out;
+// then the client gets a 503 naming the pin.
+func TestRegionPinHoldsThroughFailover(t *testing.T) {
+	eu := startFakeMember(t, "euw1", "eu-west-1", "llama-eu", "llama")
+	us := startFakeMember(t, "use1", "us-east-1", "llama-eu", "llama")
+	h := startHub(t, "region: us-east-1\nmodels: [{name: llama-eu, regions: [eu-west-1]}]\nmembers:\n"+
+		memberYAML(t, "euw1", "eu-west-1", eu)+memberYAML(t, "use1", "us-east-1", us))
+	waitInRotation(t, h, "euw1", "use1")
+	for range 10 {
+		if status, member, body := chat(t, h, "llama-eu"); status != http.StatusOK || member != "euw1" {
+			t.Fatalf("pinned model: %d from %q: %s", status, member, body)
+		}
+	}
+	eu.setFail("reset")
+	status, member, body := chat(t, h, "llama-eu")
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "pinned to regions [eu-west-1]") {
+		t.Errorf("pinned model with its region failing: %d from %q: %s, want a 503 naming the pin", status, member, body)
+	}
+	if us.served.Load() != 0 {
+		t.Errorf("use1 served %d requests of the pinned model", us.served.Load())
+	}
+	if status, member, _ := chat(t, h, "llama"); status != http.StatusOK || member != "use1" {
+		t.Errorf("unpinned model: %d from %q, want use1", status, member)
+	}
+}
+
+// /status reports a member that sends garbage as reachable with an invalid
+// summary, out of rotation, and one that does not answer as unreachable;
+// requests go to the healthy member.
+func TestStatusMarksGarbageAndUnreachableMembers(t *testing.T) {
+	good := startFakeMember(t, "good", "us-east-1", "llama")
+	bad := startFakeMember(t, "bad", "us-east-1", "llama")
+	gone := startFakeMember(t, "gone", "us-west-2", "llama")
+	h := startHub(t, "region: us-east-1\nmembers:\n"+memberYAML(t, "good", "us-east-1", good)+
+		memberYAML(t, "bad", "us-east-1", bad)+memberYAML(t, "gone", "us-west-2", gone))
+	waitInRotation(t, h, "good", "bad", "gone")
+	bad.setGarbage(true)
+	gone.Close()
+	servetest.WaitFor(t, "bad and gone out of rotation", 10*time.Second, func() bool {
+		st := statusOf(t, h)
+		return !st["bad"].InRotation && !st["gone"].InRotation
+	})
+	st := statusOf(t, h)
+	if m := st["bad"]; !m.Reachable || m.SummaryValid || !strings.Contains(m.LastError, "endpoints") {
+		t.Errorf("garbage member: %+v, want reachable, summary invalid, the field named", m)
+	}
+	if m := st["gone"]; m.Reachable || m.SummaryValid || m.LastError == "" || m.Reason == "" {
+		t.Errorf("unreachable member: %+v", m)
+	}
+	if m := st["good"]; !m.Reachable || !m.SummaryValid || !m.InRotation || m.RTTSeconds <= 0 || m.SummaryAgeSeconds < 0 || m.SummaryAgeSeconds > 2 {
+		t.Errorf("good member: %+v", m)
+	}
+	for range 10 {
+		if status, member, body := chat(t, h, "llama"); status != http.StatusOK || member != "good" {
+			t.Fatalf("%d from %q: %s", status, member, body)
+		}
+	}
+}
+
+// statusOf reads GET /status over HTTP, by member.
+func statusOf(t *testing.T, h *Hub) map[string]MemberStatus {
+	t.Helper()
+	resp, err := http.Get("http://" + h.Addr("metrics") + wire.GlobalStatusPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	dec := json.NewDecoder(resp.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.GeneratedAt.IsZero() {
+		t.Error("status without generatedAt")
+	}
+	out := map[string]MemberStatus{}
+	for _, m := range st.Members {
+		out[m.Name] = m
+	}
+	return out
+}
+
+// A member with one picker per model lists several summary URLs; the hub
+// merges them, so both models route there.
+func TestMemberSummariesAreMerged(t *testing.T) {
+	llama := startFakeMember(t, "m", "us-east-1", "llama")
+	qwen := startFakeMember(t, "m-qwen", "us-east-1", "qwen")
+	h := startHub(t, "region: us-east-1\nmembers:\n"+memberYAML(t, "m", "us-east-1", llama, qwen))
+	waitInRotation(t, h, "m")
+	if got := statusOf(t, h)["m"].Models; strings.Join(got, ",") != "llama,qwen" {
+		t.Errorf("models %v, want llama and qwen from the two summaries", got)
+	}
+	for _, model := range []string{"llama", "qwen"} {
+		if status, member, body := chat(t, h, model); status != http.StatusOK || member != "m" {
+			t.Errorf("%s: %d from %q: %s", model, status, member, body)
+		}
+	}
+	// The same model in two of a member's summaries is garbage: out of rotation.
+	dup := startFakeMember(t, "m2", "us-east-1", "llama")
+	h2 := startHub(t, "region: us-east-1\nmembers:\n"+memberYAML(t, "m2", "us-east-1", dup, llama))
+	servetest.WaitFor(t, "the conflicting member marked", 10*time.Second, func() bool {
+		return strings.Contains(statusOf(t, h2)["m2"].LastError, "two pickers")
+	})
+	if m := statusOf(t, h2)["m2"]; m.InRotation || !m.Reachable || m.SummaryValid {
+		t.Errorf("conflicting summaries: %+v", m)
+	}
+}
+
+// ext_proc: the destination header names the picked member and one
+// fallback, the body passes unchanged; a pinned model with no member in its
+// region is an immediate 503 in OpenAI's shape.
+func TestExtProcSetsPrimaryAndFallback(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama", "llama-eu")
+	b := startFakeMember(t, "b", "us-east-1", "llama", "llama-eu")
+	h := startHub(t, "region: us-east-1\nmodels: [{name: llama-eu, regions: [eu-west-1]}]\nmembers:\n"+
+		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "us-east-1", b)+
+		"- {name: euw1, region: eu-west-1, address: \"127.0.0.1:1\", summaryURLs: [\"http://127.0.0.1:1/x\"], tokenFile: /nonexistent}\n")
+	waitInRotation(t, h, "a", "b")
+	body := []byte(`{"model":"llama","messages":[{"role":"user","content":"hello"}]}`)
+	for _, mode := range []extproctest.BodyMode{extproctest.FullDuplexStreamed, extproctest.Buffered} {
+		res, err := extproctest.ProcessOnce(h.Addr("grpc"), extproctest.Config{RequestBodyMode: mode, ResponseBodyMode: mode, ChunkSize: 16},
+			extproctest.Request{Headers: extproctest.NewHeaders(":method", "POST", ":path", "/v1/chat/completions"), Body: body,
+				Response: &extproctest.Response{Headers: extproctest.NewHeaders(":status", "200"), Chunks: [][]byte{[]byte(`{"ok":1}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dest := res.RequestHeaders.Get(wire.HeaderDestinationEndpoint)
+		parts := strings.Split(dest, ",")
+		if len(parts) != 2 || parts[0] == parts[1] || !strings.Contains(a.addr()+","+b.addr(), parts[0]) || !strings.Contains(a.addr()+","+b.addr(), parts[1]) {
+			t.Errorf("%v: destination %q, want both members, primary first", mode, dest)
+		}
+		if !res.RouteCacheCleared || string(res.RequestBody) != string(body) || string(res.ResponseBody) != `{"ok":1}` || len(res.Ignored) > 0 {
+			t.Errorf("%v: cleared %v, body %q, response %q, ignored %v", mode, res.RouteCacheCleared, res.RequestBody, res.ResponseBody, res.Ignored)
+		}
+		if got := res.DynamicMetadata[wire.MetadataNamespaceLB][wire.MetadataKeyDestinationEndpoint]; got != dest {
+			t.Errorf("%v: metadata %v, want %q", mode, got, dest)
+		}
+	}
+	res, err := extproctest.ProcessOnce(h.Addr("grpc"), extproctest.Config{},
+		extproctest.Request{Headers: extproctest.NewHeaders(":method", "POST", ":path", "/v1/chat/completions"),
+			Body: []byte(`{"model":"llama-eu","messages":[{"role":"user","content":"hello"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := res.ImmediateResponse
+	if ir == nil || ir.Status != http.StatusServiceUnavailable || !strings.Contains(string(ir.Body), "pinned to regions [eu-west-1]") ||
+		ir.Headers.Get("content-type") != "application/json" {
+		t.Errorf("pinned model without a member: %+v, want an OpenAI 503 naming the pin", ir)
+	}
+}
