@@ -42,12 +42,12 @@ func (h *Hub) pick(ctx context.Context, headers map[string]string, body []byte) 
 
 // retry ends d as a failure (o) before the first byte and picks another
 // member, once; nil and the client's error when there is none.
-func (h *Hub) retry(d *global.Decision, o health.Outcome) (*global.Decision, *apierror.Error) {
+func (h *Hub) retry(d *global.Decision, o health.Outcome, cause error) (*global.Decision, *apierror.Error) {
 	h.metrics.requests.WithLabelValues(d.Member, outcome(o)).Inc()
 	next, apiErr := h.picker.Retry(d, o, h.now())
 	if apiErr == nil {
 		h.metrics.retries.Inc()
-		h.log.Info("retrying on another member", "failed", d.Member, "outcome", o.String(), "retry", next.Member)
+		h.log.Warn("retrying on another member", "failed", d.Member, "outcome", o.String(), "error", cause, "retry", next.Member)
 	}
 	return next, apiErr
 }
@@ -114,10 +114,14 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil && resp.StatusCode < 500 {
-			f.relay(w, resp, d)
+			f.relay(ctx, w, resp, d)
 			return
 		}
-		next, apiErr := h.retry(d, o)
+		cause := err
+		if resp != nil {
+			cause = errors.New(resp.Status)
+		}
+		next, apiErr := h.retry(d, o, cause)
 		if apiErr == nil {
 			if resp != nil {
 				resp.Body.Close()
@@ -164,12 +168,14 @@ func (f *front) send(ctx context.Context, in *http.Request, body []byte, d *glob
 
 // relay streams a response that began well to the client, flushing each
 // read so that server-sent events pass as they arrive.
-func (f *front) relay(w http.ResponseWriter, resp *http.Response, d *global.Decision) {
+func (f *front) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response, d *global.Decision) {
 	h := f.hub
 	defer resp.Body.Close()
 	h.picker.ObserveFirstByte(d, h.now())
 	err := copyResponse(w, resp, d.Member)
-	if err != nil && !errors.Is(err, errClientGone) {
+	// A read cut by the request's own end (the client left, or the request
+	// timeout) is no failure of the member's.
+	if err != nil && !errors.Is(err, errClientGone) && ctx.Err() == nil {
 		h.picker.ObserveFailure(d, health.Reset, h.now())
 		h.metrics.requests.WithLabelValues(d.Member, outcome(health.Reset)).Inc()
 		h.log.Warn("member failed after the first byte", "member", d.Member, "error", err)

@@ -1,0 +1,310 @@
+// Package global is the global tier's end-to-end test on loopback: three
+// member "clusters" (each the standalone gateway over two simulators,
+// exporting its member summary behind a token) and the hub (igw-global with
+// its standalone front), driven by openai-go clients through the hub. A
+// whole member is killed under load and restarted, one member's network is
+// slowed, and a region-pinned model is held in its region.
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/igw-dev/igw/pkg/wire"
+)
+
+// result is one request as the client saw it.
+type result struct {
+	start, end time.Time
+	member     string
+	stream     bool
+	// firstByte: a response had begun (a 200's headers) before any error.
+	firstByte bool
+	err       error
+}
+
+// load sends requests from workers until stop is closed, half of them
+// streamed, each with its own prompt.
+type load struct {
+	client openai.Client
+	model  string
+
+	mu      sync.Mutex
+	results []result
+	wg      sync.WaitGroup
+	stop    chan struct{}
+	seq     int
+}
+
+func startLoad(base, model string, workers int) *load {
+	l := &load{client: openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("unused"),
+		// The client's own retries would hide the hub's failures.
+		option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second)), model: model, stop: make(chan struct{})}
+	for w := range workers {
+		l.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				r := l.one(fmt.Sprintf("worker %d request %d: tell me about the weather", w, i), i%2 == 0)
+				l.mu.Lock()
+				l.results = append(l.results, r)
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+func (l *load) finish() []result {
+	close(l.stop)
+	l.wg.Wait()
+	return l.snapshot()
+}
+
+func (l *load) snapshot() []result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]result(nil), l.results...)
+}
+
+// one sends one chat completion through the hub.
+func (l *load) one(prompt string, stream bool) result {
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{Model: l.model, MaxTokens: openai.Int(12),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
+	var resp *http.Response
+	r := result{start: time.Now(), stream: stream}
+	if stream {
+		s := l.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
+		r.firstByte = resp != nil && resp.StatusCode == http.StatusOK
+		chunks := 0
+		for s.Next() {
+			chunks++
+		}
+		r.err = s.Err()
+		if r.err == nil && chunks == 0 {
+			r.err = errors.New("a stream without chunks")
+		}
+	} else {
+		c, err := l.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+		r.err = err
+		if err == nil && (len(c.Choices) == 0 || c.Usage.CompletionTokens == 0) {
+			r.err = fmt.Errorf("an empty completion: %+v", c)
+		}
+	}
+	if resp != nil {
+		r.member = resp.Header.Get(wire.HeaderGlobalMember)
+	}
+	r.end = time.Now()
+	return r
+}
+
+// shares counts answered requests by member among those that started in [from, to).
+func shares(rs []result, from, to time.Time) (map[string]int, int) {
+	out, n := map[string]int{}, 0
+	for _, r := range rs {
+		if r.err == nil && !r.start.Before(from) && r.start.Before(to) {
+			out[r.member]++
+			n++
+		}
+	}
+	return out, n
+}
+
+func TestGlobalTierOnLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 10 processes")
+	}
+	began := time.Now()
+	b := buildBinaries(t)
+	use1 := newMember(t, "use1", "us-east-1", true) // behind a delay proxy
+	use2 := newMember(t, "use2", "us-east-2", false)
+	euw1 := newMember(t, "euw1", "eu-west-1", false)
+	members := []*member{use1, use2, euw1}
+	var startWG sync.WaitGroup
+	for _, m := range members {
+		startWG.Go(func() { m.start(t, b) })
+	}
+	startWG.Wait()
+	t.Cleanup(func() {
+		for _, m := range members {
+			m.stop()
+		}
+	})
+	front, metrics, hubProc := startHub(t, b, members)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the hub's log (its end):\n%s", hubProc.Stderr())
+		}
+		hubProc.Stop()
+	})
+	waitUntil(t, "every member in rotation", 20*time.Second, func() bool {
+		st := status(t, metrics)
+		return st["use1"].InRotation && st["use2"].InRotation && st["euw1"].InRotation
+	})
+	t.Logf("fleet up in %v", time.Since(began).Round(time.Millisecond))
+
+	t.Run("openai-go through the hub, streamed and not", func(t *testing.T) {
+		l := &load{client: openai.NewClient(option.WithBaseURL(front+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0)), model: "llama"}
+		for _, stream := range []bool{false, true} {
+			if r := l.one("hello there", stream); r.err != nil || r.member == "" {
+				t.Errorf("stream=%v: %v (member %q)", stream, r.err, r.member)
+			}
+		}
+	})
+
+	t.Run("a pinned model stays in its region", func(t *testing.T) {
+		l := startLoad(front, "llama-eu", 4)
+		time.Sleep(1500 * time.Millisecond)
+		rs := l.finish()
+		by, n := shares(rs, time.Time{}, time.Now())
+		if n < 10 || by["euw1"] != n {
+			t.Errorf("llama-eu answered by %v (%d requests), want euw1 alone", by, n)
+		}
+		checkNoErrors(t, rs)
+	})
+
+	t.Run("latency on one member shifts its traffic away", func(t *testing.T) {
+		l := startLoad(front, "llama", 6)
+		time.Sleep(3 * time.Second)
+		slowed := time.Now()
+		use1.delay.set(100 * time.Millisecond) // each way: 200 ms more round trip
+		// The hub learns the round trip from its summary fetches (every 0.5 s, smoothed).
+		time.Sleep(3 * time.Second)
+		settled := time.Now()
+		time.Sleep(3 * time.Second)
+		rs := l.finish()
+		use1.delay.set(0)
+		before, nb := shares(rs, time.Time{}, slowed)
+		after, na := shares(rs, settled, time.Now())
+		t.Logf("before the delay: %v of %d; after: %v of %d", before, nb, after, na)
+		shareBefore, shareAfter := float64(before["use1"])/float64(max(nb, 1)), float64(after["use1"])/float64(max(na, 1))
+		if nb < 20 || na < 20 || shareBefore < 0.1 || shareAfter > shareBefore/3 {
+			t.Errorf("use1's share %.2f before the delay, %.2f after; want a share before and under a third of it after", shareBefore, shareAfter)
+		}
+		checkNoErrors(t, rs)
+	})
+
+	t.Run("a member killed under load: no errors before the first byte, out within 2s, back within 30s", func(t *testing.T) {
+		waitUntil(t, "use1 back at full weight after the delay", 30*time.Second, func() bool { return status(t, metrics)["use1"].Weight == 1 })
+		l := startLoad(front, "llama", 6)
+		time.Sleep(2 * time.Second)
+		retriesBefore := counter(t, metrics, wire.GlobalRetries)
+		killed := time.Now()
+		if by, _ := shares(l.snapshot(), killed.Add(-2*time.Second), killed); by["use2"] == 0 {
+			t.Fatalf("use2 took no traffic before its death (%v): nothing to fail over", by)
+		}
+		use2.kill()
+		var out time.Duration
+		waitUntil(t, "use2 out of rotation", 10*time.Second, func() bool {
+			out = time.Since(killed)
+			return !status(t, metrics)["use2"].InRotation
+		})
+		tOff := killed.Add(2 * time.Second)
+		time.Sleep(time.Until(tOff))
+		sentAt2s := attempts(t, metrics, "use2")
+		time.Sleep(2 * time.Second)
+		if n := attempts(t, metrics, "use2") - sentAt2s; n != 0 {
+			t.Errorf("the hub sent %d requests to use2 more than 2 s after its death", n)
+		}
+		restarted := time.Now()
+		use2.start(t, b)
+		var back time.Duration
+		waitUntil(t, "use2 answering requests again", 30*time.Second, func() bool {
+			for _, r := range l.snapshot() {
+				if r.member == "use2" && r.start.After(restarted) && r.err == nil {
+					back = time.Since(restarted)
+					return true
+				}
+			}
+			return false
+		})
+		time.Sleep(time.Second)
+		rs := l.finish()
+		t.Logf("use2 out of rotation %v after its death; serving again %v after its restart (processes up in %v)",
+			out.Round(time.Millisecond), back.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+		if out > 2*time.Second {
+			t.Errorf("use2 left rotation %v after its death, want within 2 s", out)
+		}
+		if back > 30*time.Second {
+			t.Errorf("use2 served again %v after its restart, want within 30 s", back)
+		}
+		checkNoErrors(t, rs)
+		t.Logf("requests retried on another member since the kill: %d", counter(t, metrics, wire.GlobalRetries)-retriesBefore)
+		// Slow start: in its first second back it takes a small share.
+		firstSecond, n := shares(rs, restarted.Add(back), restarted.Add(back+time.Second))
+		t.Logf("first second back: %v of %d", firstSecond, n)
+	})
+
+	t.Run("a pinned model with its region gone gets a 503 with the reason", func(t *testing.T) {
+		euw1.kill()
+		waitUntil(t, "euw1 out of rotation", 10*time.Second, func() bool { return !status(t, metrics)["euw1"].InRotation })
+		l := &load{client: openai.NewClient(option.WithBaseURL(front+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0)), model: "llama-eu"}
+		r := l.one("hello", false)
+		var apiErr *openai.Error
+		if !errors.As(r.err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable ||
+			!strings.Contains(apiErr.Message, "pinned to regions [eu-west-1]") || !strings.Contains(apiErr.Message, "euw1") {
+			t.Errorf("llama-eu with eu-west-1 gone: %v, want a 503 naming the pin and the member", r.err)
+		}
+		l.model = "llama"
+		if r := l.one("hello", true); r.err != nil {
+			t.Errorf("llama with euw1 gone: %v", r.err)
+		}
+	})
+	t.Logf("end to end in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// checkNoErrors fails on any client-visible error of a request that had no
+// first byte; those after a first byte (a stream cut by a killed member) are
+// the only ones allowed, and are logged.
+func checkNoErrors(t *testing.T, rs []result) {
+	t.Helper()
+	cut := 0
+	var bad []string
+	for _, r := range rs {
+		switch {
+		case r.err == nil:
+		case r.firstByte:
+			cut++
+		default:
+			bad = append(bad, fmt.Sprintf("%s (stream=%v, at %s)", describe(r.err), r.stream, r.start.Format("15:04:05.000")))
+		}
+	}
+	sort.Strings(bad)
+	t.Logf("%d requests, %d cut after their first byte, %d errors before it", len(rs), cut, len(bad))
+	if len(bad) > 0 {
+		t.Errorf("%d client-visible errors without a first byte, e.g. %v", len(bad), bad[:min(len(bad), 5)])
+	}
+}
+
+// describe is an error with the OpenAI error's message, which openai.Error's
+// own text leaves out.
+func describe(err error) string {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return fmt.Sprintf("%d: %s", apiErr.StatusCode, apiErr.Message)
+	}
+	return err.Error()
+}
+
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", timeout, what)
+		}
+	}
+}
