@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,6 +68,16 @@ func startFakeMember(t *testing.T, name, region string, models ...string) *fakeM
 		switch fail {
 		case "500":
 			http.Error(w, `{"error":{"message":"down"}}`, http.StatusInternalServerError)
+			return
+		case "slow":
+			// Half an answer, then a pause the client does not wait out.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {}\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
 			return
 		case "reset":
 			conn, _, _ := http.NewResponseController(w).Hijack()
@@ -368,5 +379,32 @@ func TestExtProcSetsPrimaryAndFallback(t *testing.T) {
 	if ir == nil || ir.Status != http.StatusServiceUnavailable || !strings.Contains(string(ir.Body), "pinned to regions [eu-west-1]") ||
 		ir.Headers.Get("content-type") != "application/json" {
 		t.Errorf("pinned model without a member: %+v, want an OpenAI 503 naming the pin", ir)
+	}
+}
+
+// Clients that leave mid-response (or close right after reading it) are not
+// the member's failures: the member stays in rotation.
+func TestClientLeavingIsNoMemberFailure(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama")
+	h := startHub(t, "region: us-east-1\nhealth: {consecutiveErrors: 2}\nmembers:\n"+memberYAML(t, "a", "us-east-1", a))
+	waitInRotation(t, h, "a")
+	a.setFail("slow")
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.Addr("http")+"/v1/chat/completions",
+			strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resp.Body.Read(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		resp.Body.Close()
+	}
+	time.Sleep(100 * time.Millisecond) // the hub sees each client leave
+	if m := statusOf(t, h)["a"]; !m.InRotation {
+		t.Errorf("after clients left mid-response: %+v, want a still in rotation", m)
 	}
 }
