@@ -24,6 +24,9 @@ const (
 	GlobalRetries = "igw_global_retries_total"
 	// GlobalPickDuration is the time one pick takes.
 	GlobalPickDuration = "igw_global_pick_duration_seconds"
+	// GlobalFrontOverhead is the standalone front's own time on a request:
+	// all of it but the waits for the member's answer.
+	GlobalFrontOverhead = "igw_global_front_overhead_seconds"
 	// GlobalMemberInRotation is 1 for a member in rotation, else 0.
 	GlobalMemberInRotation = "igw_global_member_in_rotation"
 	// GlobalMemberWeight is a member's slow-start weight (0..1).

@@ -82,6 +82,10 @@ type front struct {
 
 func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 	h := f.hub
+	// The hub's own time on the request: all of it but the waits for the
+	// member (its answer's headers, then each read of its body).
+	start, waited := time.Now(), time.Duration(0)
+	defer func() { h.observeOverhead(time.Since(start) - waited) }()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -104,7 +108,9 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for {
+		sent := time.Now()
 		resp, o, err := f.send(ctx, r, body, d)
+		waited += time.Since(sent)
 		if err != nil && ctx.Err() != nil {
 			// The client left (or the request timed out): not the member's failure.
 			h.picker.ObserveCompletion(d, h.now())
@@ -114,7 +120,7 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil && resp.StatusCode < 500 {
-			f.relay(ctx, w, resp, d)
+			waited += f.relay(ctx, w, resp, d)
 			return
 		}
 		cause := err
@@ -131,7 +137,8 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if resp != nil {
 			// No member to retry on: the member's own answer is the client's.
-			copyResponse(w, resp, d.Member)
+			copyWaited, _ := copyResponse(w, resp, d.Member)
+			waited += copyWaited
 			resp.Body.Close()
 			return
 		}
@@ -167,29 +174,32 @@ func (f *front) send(ctx context.Context, in *http.Request, body []byte, d *glob
 }
 
 // relay streams a response that began well to the client, flushing each
-// read so that server-sent events pass as they arrive.
-func (f *front) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response, d *global.Decision) {
+// read so that server-sent events pass as they arrive; waited is the time
+// spent waiting for the member's body.
+func (f *front) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response, d *global.Decision) (waited time.Duration) {
 	h := f.hub
 	defer resp.Body.Close()
 	h.picker.ObserveFirstByte(d, h.now())
-	err := copyResponse(w, resp, d.Member)
+	waited, err := copyResponse(w, resp, d.Member)
 	// A read cut by the request's own end (the client left, or the request
 	// timeout) is no failure of the member's.
 	if err != nil && !errors.Is(err, errClientGone) && ctx.Err() == nil {
 		h.picker.ObserveFailure(d, health.Reset, h.now())
 		h.metrics.requests.WithLabelValues(d.Member, outcome(health.Reset)).Inc()
 		h.log.Warn("member failed after the first byte", "member", d.Member, "error", err)
-		return
+		return waited
 	}
 	h.picker.ObserveCompletion(d, h.now())
 	h.metrics.requests.WithLabelValues(d.Member, outcomeOK).Inc()
+	return waited
 }
 
 var errClientGone = errors.New("client gone")
 
 // copyResponse writes resp to w, naming the member that answered; the error
-// is the member's (a broken stream), or errClientGone.
-func copyResponse(w http.ResponseWriter, resp *http.Response, member string) error {
+// is the member's (a broken stream), or errClientGone. waited is the time
+// its reads of the member's body took.
+func copyResponse(w http.ResponseWriter, resp *http.Response, member string) (waited time.Duration, err error) {
 	for k, vs := range resp.Header {
 		if !hopByHop(k) && !strings.EqualFold(k, "Content-Length") {
 			w.Header()[k] = vs
@@ -203,18 +213,20 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, member string) err
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
+		readAt := time.Now()
 		n, err := resp.Body.Read(buf)
+		waited += time.Since(readAt)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return errClientGone
+				return waited, errClientGone
 			}
 			_ = rc.Flush()
 		}
 		if errors.Is(err, io.EOF) {
-			return nil
+			return waited, nil
 		}
 		if err != nil {
-			return err
+			return waited, err
 		}
 	}
 }

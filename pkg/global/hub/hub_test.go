@@ -116,7 +116,7 @@ func memberSummary(name, region string, now time.Time, models ...string) *global
 	return s
 }
 
-func tokenFile(t *testing.T) string {
+func tokenFile(t testing.TB) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(p, []byte(testToken+"\n"), 0o600); err != nil {
