@@ -8,12 +8,15 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -160,4 +163,63 @@ func Immediate(component string, e *apierror.Error) *extprocv3.ProcessingRespons
 			Body:    e.JSON(),
 			Details: "igw_" + component + "_" + e.Code,
 		}}}
+}
+
+// Route is the request path's replies once a destination is picked: dest
+// (an endpoint, then its fallbacks, comma-separated) in the destination
+// header, clearing the route cache, and in the envoy.lb metadata, on the
+// headers reply, or on the body reply when Envoy buffered the body
+// (requestBuffered); then, streamed, the held body chunks unchanged.
+// headersOnly: the request has no body.
+func Route(dest string, requestBuffered, headersOnly bool, chunks [][]byte) []*extprocv3.ProcessingResponse {
+	decision := Routed(&extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{SetHeader(wire.HeaderDestinationEndpoint, dest)}})
+	inBodyReply := requestBuffered && !headersOnly
+	var first *extprocv3.ProcessingResponse
+	if inBodyReply {
+		first = RequestBody(decision)
+	} else {
+		first = RequestHeaders(decision)
+	}
+	first.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
+		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
+	})
+	replies := make([]*extprocv3.ProcessingResponse, 0, 1+max(1, len(chunks)))
+	replies = append(replies, first)
+	if !headersOnly && !inBodyReply {
+		replies = AppendRequestChunks(replies, chunks, false)
+	}
+	return replies
+}
+
+// BodyModes reads the body modes Envoy announces in a stream's first
+// message: requestBuffered when Envoy waits for the headers reply before
+// sending the body in one message, responseChunked when each response chunk
+// is answered on its own, without a streamed body mutation.
+func BodyModes(pc *extprocv3.ProtocolConfiguration) (requestBuffered, responseChunked bool) {
+	return pc.GetRequestBodyMode() == filterv3.ProcessingMode_BUFFERED,
+		pc.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+}
+
+// HeaderMap is the headers Envoy sent, keys lower-cased.
+func HeaderMap(h *corev3.HeaderMap) map[string]string {
+	out := make(map[string]string, len(h.GetHeaders()))
+	for _, hv := range h.GetHeaders() {
+		out[strings.ToLower(hv.GetKey())] = HeaderValue(hv)
+	}
+	return out
+}
+
+// Send sends replies in order.
+func Send(srv extprocv3.ExternalProcessor_ProcessServer, replies []*extprocv3.ProcessingResponse) error {
+	for _, reply := range replies {
+		if err := srv.Send(reply); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unexpected is the stream's error for a message of a kind the protocol does not have.
+func Unexpected(m any) error {
+	return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", m)
 }

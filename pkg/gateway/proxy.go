@@ -153,7 +153,7 @@ func (g *Gateway) route(r *http.Request, body []byte, parser *requestbody.Parser
 		return nil, nil, none, apiErr
 	}
 	// Reserved headers reach here only from trusted clients (guard).
-	req := &scheduling.Request{Headers: lowerHeaders(r.Header), Body: body, Prompt: parsed.Prompt}
+	req := &scheduling.Request{Headers: scheduling.HeadersOf(r.Header), Body: body, Prompt: parsed.Prompt}
 	if v := r.Header.Get(wire.HeaderPriority); v != "" {
 		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
 			req.Priority = n
@@ -163,16 +163,6 @@ func (g *Gateway) route(r *http.Request, body []byte, parser *requestbody.Parser
 	explain := g.opts.AllowDebugHeader && r.Header.Get(wire.HeaderDebug) == "1"
 	pk, apiErr = p.picker.Pick(r.Context(), req, explain, p.now())
 	return pk, p, parsed.Stream, apiErr
-}
-
-func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, v := range h {
-		if len(v) > 0 {
-			out[strings.ToLower(k)] = v[0]
-		}
-	}
-	return out
 }
 
 func (g *Gateway) newProxy() *httputil.ReverseProxy {

@@ -28,10 +28,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/igw-dev/igw/internal/clock"
@@ -203,7 +200,7 @@ func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *excha
 	var replies []*extprocv3.ProcessingResponse
 	switch r := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		x.headers = headerMap(r.RequestHeaders.GetHeaders())
+		x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
 		x.started = s.now()
 		// The subset comes from the proxy's metadata, never from a header.
 		x.subset = subsetHint(req.GetMetadataContext())
@@ -240,14 +237,9 @@ func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *excha
 		s.finish(x, true)
 		replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
 	default:
-		return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
+		return extproc.Unexpected(r)
 	}
-	for _, reply := range replies {
-		if err := srv.Send(reply); err != nil {
-			return err
-		}
-	}
-	return nil
+	return extproc.Send(srv, replies)
 }
 
 func (s *ExtProc) trustedHeaders() director.TrustedHeaders {
@@ -276,8 +268,7 @@ func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *ext
 // followAnnouncedModes reads the body modes from the stream's first message;
 // without it the modes are full duplex, which the picker was first built for.
 func (x *exchange) followAnnouncedModes(pc *extprocv3.ProtocolConfiguration) {
-	x.requestBuffered = pc.GetRequestBodyMode() == filterv3.ProcessingMode_BUFFERED
-	x.responseChunked = pc.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	x.requestBuffered, x.responseChunked = extproc.BodyModes(pc)
 }
 
 // route schedules the buffered request and returns the replies for the
@@ -325,23 +316,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	if len(res.Fallbacks) > 0 {
 		dest += "," + strings.Join(res.Fallbacks, ",")
 	}
-	decision := extproc.Routed(&extprocv3.HeaderMutation{
-		SetHeaders: []*corev3.HeaderValueOption{extproc.SetHeader(wire.HeaderDestinationEndpoint, dest)}})
-	inBodyReply := x.requestBuffered && !x.headersOnly
-	var first *extprocv3.ProcessingResponse
-	if inBodyReply {
-		first = extproc.RequestBody(decision)
-	} else {
-		first = extproc.RequestHeaders(decision)
-	}
-	first.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
-		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
-	})
-	replies := make([]*extprocv3.ProcessingResponse, 0, 1+max(1, len(x.chunks)))
-	replies = append(replies, first)
-	if !x.headersOnly && !inBodyReply {
-		replies = extproc.AppendRequestChunks(replies, x.chunks, false)
-	}
+	replies := extproc.Route(dest, x.requestBuffered, x.headersOnly, x.chunks)
 	x.chunks = nil
 	if s.Metrics != nil {
 		s.Metrics.RequestPathLatency.Observe(s.now().Sub(received).Seconds())
@@ -360,7 +335,7 @@ func (s *ExtProc) reject(x *exchange, e *apierror.Error, reason string) []*extpr
 }
 
 func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	hm := headerMap(h.GetHeaders())
+	hm := extproc.HeaderMap(h.GetHeaders())
 	x.status, _ = strconv.Atoi(hm[wire.HeaderStatus])
 	var set []*corev3.HeaderValueOption
 	if x.debug && x.result != nil && x.result.Breakdown != nil {
@@ -450,14 +425,6 @@ func (s *ExtProc) finish(x *exchange, complete bool) {
 	sp := res.Endpoint.Speed()
 	s.Metrics.PrefillRate.WithLabelValues(res.Primary).Set(sp.PrefillTokensPerSecond)
 	s.Metrics.DecodeStep.WithLabelValues(res.Primary).Set(sp.DecodeStepSeconds)
-}
-
-func headerMap(h *corev3.HeaderMap) map[string]string {
-	out := make(map[string]string, len(h.GetHeaders()))
-	for _, hv := range h.GetHeaders() {
-		out[strings.ToLower(hv.GetKey())] = extproc.HeaderValue(hv)
-	}
-	return out
 }
 
 // subsetHint reads the endpoints the proxy allows, given as a list of

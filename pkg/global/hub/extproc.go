@@ -2,15 +2,9 @@ package hub
 
 import (
 	"strconv"
-	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/igw-dev/igw/internal/extproc"
 	"github.com/igw-dev/igw/pkg/apierror"
@@ -56,16 +50,12 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			return err
 		}
 		if pc := req.GetProtocolConfig(); pc != nil {
-			x.requestBuffered = pc.GetRequestBodyMode() == filterv3.ProcessingMode_BUFFERED
-			x.responseChunked = pc.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+			x.requestBuffered, x.responseChunked = extproc.BodyModes(pc)
 		}
 		var replies []*extprocv3.ProcessingResponse
 		switch r := req.Request.(type) {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
-			x.headers = map[string]string{}
-			for _, hv := range r.RequestHeaders.GetHeaders().GetHeaders() {
-				x.headers[strings.ToLower(hv.GetKey())] = extproc.HeaderValue(hv)
-			}
+			x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
 			switch {
 			case r.RequestHeaders.GetEndOfStream():
 				x.headersOnly = true
@@ -104,12 +94,10 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			s.end(x, true)
 			replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
 		default:
-			return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
+			return extproc.Unexpected(r)
 		}
-		for _, reply := range replies {
-			if err := srv.Send(reply); err != nil {
-				return err
-			}
+		if err := extproc.Send(srv, replies); err != nil {
+			return err
 		}
 	}
 }
@@ -124,23 +112,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *hubExc
 		return []*extprocv3.ProcessingResponse{extproc.Immediate("global", apiErr)}
 	}
 	x.decision = d
-	dest := d.Destination()
-	decision := extproc.Routed(&extprocv3.HeaderMutation{
-		SetHeaders: []*corev3.HeaderValueOption{extproc.SetHeader(wire.HeaderDestinationEndpoint, dest)}})
-	inBodyReply := x.requestBuffered && !x.headersOnly
-	var first *extprocv3.ProcessingResponse
-	if inBodyReply {
-		first = extproc.RequestBody(decision)
-	} else {
-		first = extproc.RequestHeaders(decision)
-	}
-	first.DynamicMetadata, _ = structpb.NewStruct(map[string]any{
-		wire.MetadataNamespaceLB: map[string]any{wire.MetadataKeyDestinationEndpoint: dest},
-	})
-	replies := []*extprocv3.ProcessingResponse{first}
-	if !x.headersOnly && !inBodyReply {
-		replies = extproc.AppendRequestChunks(replies, x.chunks, false)
-	}
+	replies := extproc.Route(d.Destination(), x.requestBuffered, x.headersOnly, x.chunks)
 	x.chunks = nil
 	return replies
 }
@@ -161,11 +133,7 @@ func joinChunks(chunks [][]byte) []byte {
 }
 
 func (s *ExtProc) responseHeaders(x *hubExchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		if hv.GetKey() == wire.HeaderStatus {
-			x.status, _ = strconv.Atoi(extproc.HeaderValue(hv))
-		}
-	}
+	x.status, _ = strconv.Atoi(extproc.HeaderMap(h.GetHeaders())[wire.HeaderStatus])
 	x.responded = true
 	if d := x.decision; d != nil && !x.done && x.status < 500 {
 		s.Hub.picker.ObserveFirstByte(d, s.Hub.now())

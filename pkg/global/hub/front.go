@@ -102,7 +102,7 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, h.opts.RequestTimeout)
 		defer cancel()
 	}
-	d, _, apiErr := h.pick(ctx, lowerHeaders(r.Header), body)
+	d, _, apiErr := h.pick(ctx, scheduling.HeadersOf(r.Header), body)
 	if apiErr != nil {
 		apiErr.Write(w)
 		return
@@ -237,14 +237,4 @@ func hopByHop(k string) bool {
 		return true
 	}
 	return false
-}
-
-func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, v := range h {
-		if len(v) > 0 {
-			out[strings.ToLower(k)] = v[0]
-		}
-	}
-	return out
 }
