@@ -10,7 +10,7 @@ BIN := bin
 # internal/version.Default, the Dockerfile's and the chart's (a test checks).
 VERSION ?= 0.1.0
 LDFLAGS := -X github.com/igw-dev/igw/internal/version.Version=$(VERSION)
-CMDS := manager epp bbr modelsim igw-gateway igw-bench-gateway igw-bench
+CMDS := manager epp bbr modelsim igw-gateway igw-global igw-bench-gateway igw-bench
 # Time each fuzz target runs in `make test`: long enough to exercise the parsers, short for CI.
 FUZZTIME ?= 10s
 

@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-products=(./pkg/epp/... ./pkg/bbr/... ./pkg/gateway/... ./pkg/render/... ./controllers/...
-	./cmd/manager ./cmd/epp ./cmd/bbr ./cmd/igw-gateway)
+products=(./pkg/epp/... ./pkg/bbr/... ./pkg/gateway/... ./pkg/global/... ./pkg/globalsummary/... ./pkg/render/... ./controllers/...
+	./cmd/manager ./cmd/epp ./cmd/bbr ./cmd/igw-gateway ./cmd/igw-global)
 module=$(go list -m)
 forbidden="^$module/pkg/(bench|sim|tokenizer)(/|$)"
 

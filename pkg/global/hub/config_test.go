@@ -113,3 +113,23 @@ func TestOptions(t *testing.T) {
 }
 
 func writeTestFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// FuzzParseConfig: any bytes give a configuration that validates, or an
+// error; never a panic.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("region: us-east-1\n" + member))
+	f.Add([]byte("region: us-east-1\npolicy: global-blend\nweights: {queue: 500}\nmodels: [{name: l, regions: [us-east-1]}]\nhealth: {slowStart: 5s}\n" + member))
+	f.Add([]byte("region: r\npipeline: 'filters: [member-health]'\n" + member))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("a parsed configuration does not validate: %v", err)
+		}
+		if _, err := c.BuildPipeline(); err != nil {
+			t.Fatalf("a valid configuration has no pipeline: %v", err)
+		}
+	})
+}
