@@ -187,7 +187,9 @@ func (f *front) relay(ctx context.Context, w http.ResponseWriter, resp *http.Res
 		h.picker.ObserveFailure(d, health.Reset, h.now())
 		h.metrics.requests.WithLabelValues(d.Member, outcome(health.Reset)).Inc()
 		h.log.Warn("member failed after the first byte", "member", d.Member, "error", err)
-		return waited
+		// Cut the client's response too, so that it sees the answer broke
+		// rather than a clean end of a truncated stream.
+		panic(http.ErrAbortHandler)
 	}
 	h.picker.ObserveCompletion(d, h.now())
 	h.metrics.requests.WithLabelValues(d.Member, outcomeOK).Inc()

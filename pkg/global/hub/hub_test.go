@@ -79,6 +79,15 @@ func startFakeMember(t *testing.T, name, region string, models ...string) *fakeM
 			case <-time.After(5 * time.Second):
 			}
 			return
+		case "cut":
+			// The first event, then the connection reset mid-stream.
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {}\n\n")
+			w.(http.Flusher).Flush()
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			_ = conn.(*net.TCPConn).SetLinger(0)
+			conn.Close()
+			return
 		case "reset":
 			conn, _, _ := http.NewResponseController(w).Hijack()
 			_ = conn.(*net.TCPConn).SetLinger(0)
@@ -407,4 +416,44 @@ func TestClientLeavingIsNoMemberFailure(t *testing.T) {
 	if m := statusOf(t, h)["a"]; !m.InRotation {
 		t.Errorf("after clients left mid-response: %+v, want a still in rotation", m)
 	}
+}
+
+// A member whose stream breaks after the first byte is not retried (the
+// client has part of the answer): the client's response is cut as well, and
+// the member's failure counts against its health.
+func TestStreamCutAfterTheFirstByteReachesTheClient(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama")
+	b := startFakeMember(t, "b", "us-east-1", "llama")
+	h := startHub(t, "region: us-east-1\nmembers:\n"+memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "us-east-1", b))
+	waitInRotation(t, h, "a", "b")
+	a.setFail("cut")
+	b.setFail("cut")
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.Addr("http")+"/v1/chat/completions",
+		strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(body) != "data: {}\n\n" || err == nil {
+		t.Errorf("%d %q, error %v; want the first event, then a broken body", resp.StatusCode, body, err)
+	}
+	if n := attemptsOf(h); n != 1 {
+		t.Errorf("%d attempts, want 1: a stream that began is not retried", n)
+	}
+}
+
+// attemptsOf counts the requests sent to members, failures included.
+func attemptsOf(h *Hub) int {
+	mfs, _ := h.metrics.registry.Gather()
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() == wire.GlobalRequests {
+			for _, m := range mf.GetMetric() {
+				n += int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return n
 }
