@@ -10,15 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/health"
+	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
-	"github.com/igw-dev/igw/pkg/tokencount"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
-var benchRegions = []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1", "ap-northeast-1", "sa-east-1"}
+var benchRegions = membertest.BenchRegions
 
 // allPlugins runs every filter and scorer the global registry has: a pin
 // over the eight regions (so it keeps everyone, but does the work), health
@@ -58,27 +57,14 @@ func newBenchFleet(b testing.TB, n int, config string) *benchFleet {
 	b.Helper()
 	f := &benchFleet{}
 	rng := rand.New(rand.NewPCG(1, 1))
-	for i := range 16 { // 16 conversations of about 8k tokens
-		f.prompts = append(f.prompts, strings.Repeat(fmt.Sprintf("conversation %d: user asks, assistant answers at length. ", i), 600)[:8192*tokencount.CharsPerToken])
-	}
+	f.prompts = membertest.BenchPrompts(16)
 	for i := range n {
 		f.members = append(f.members, Member{Name: fmt.Sprintf("m%02d", i), Region: benchRegions[i%len(benchRegions)], Address: fmt.Sprintf("gw%02d.example:443", i)})
 	}
 	p := newTestPicker(b, config, 7, f.members)
 	f.p = p
 	for i, m := range f.members {
-		h := 0.2 + 0.6*rng.Float64()
-		e := globalsummary.Model{Model: "llama", Endpoints: 8, ReadyEndpoints: 8, Waiting: rng.IntN(20), Running: 50 + rng.IntN(100),
-			QueuedPrefillTokens: float64(rng.IntN(100000)), PrefillTokensPerSecond: 160000, EndpointPrefillTokensPerSecond: 20000,
-			DecodeStepSeconds: 0.012, KVHeadroom: &h, KVCapacityTokens: 8_000_000, ErrorRate: 0.01 * rng.Float64(), Requests: 500}
-		e.Digest = globalsummary.NewDigest(128, 20000, globalsummary.DefaultMaxDigestBits)
-		for range 20000 - 64 {
-			e.Digest.Add(rng.Uint64())
-		}
-		conv := f.prompts[i%len(f.prompts)]
-		for _, hsh := range prefixindex.Hash(nil, "llama", conv, 128*tokencount.CharsPerToken, 256)[:8+i%56] {
-			e.Digest.Add(hsh)
-		}
+		e := membertest.BenchModel(rng, "llama", f.prompts[i%len(f.prompts)], 8+i%56)
 		f.summaries = append(f.summaries, &globalsummary.Summary{Version: 1, Cluster: m.Name, Region: m.Region, Models: []globalsummary.Model{e}})
 		_ = p.ObserveRTT(m.Name, time.Duration(1+i%len(benchRegions)*10)*time.Millisecond)
 	}

@@ -10,18 +10,16 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/cputime"
-	"github.com/igw-dev/igw/pkg/epp/prefixindex"
+	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
-	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
-var benchRegions = []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1", "ap-northeast-1", "sa-east-1"}
+var benchRegions = membertest.BenchRegions
 
 // proxyBench is a hub's standalone front over n member gateways on
 // loopback, each answering at once, with summaries whose digests hold
@@ -69,24 +67,13 @@ func newProxyBench(tb testing.TB, n int) *proxyBench {
 	}
 	pb.hub = h
 	rng := rand.New(rand.NewPCG(1, 1))
-	var prompts []string
-	for i := range 16 { // 16 conversations of about 8k tokens
-		prompts = append(prompts, strings.Repeat(fmt.Sprintf("conversation %d: user asks, assistant answers at length. ", i), 600)[:8192*tokencount.CharsPerToken])
-		pb.bodies = append(pb.bodies, fmt.Appendf(nil, `{"model":"llama","messages":[{"role":"user","content":%q}],"max_tokens":1}`, prompts[i]))
+	prompts := membertest.BenchPrompts(16)
+	for _, prompt := range prompts {
+		pb.bodies = append(pb.bodies, fmt.Appendf(nil, `{"model":"llama","messages":[{"role":"user","content":%q}],"max_tokens":1}`, prompt))
 	}
 	now := time.Now()
 	for i, m := range c.Members {
-		kv := 0.2 + 0.6*rng.Float64()
-		e := globalsummary.Model{Model: "llama", Endpoints: 8, ReadyEndpoints: 8, Waiting: rng.IntN(20), Running: 50 + rng.IntN(100),
-			QueuedPrefillTokens: float64(rng.IntN(100000)), PrefillTokensPerSecond: 160000, EndpointPrefillTokensPerSecond: 20000,
-			DecodeStepSeconds: 0.012, KVHeadroom: &kv, KVCapacityTokens: 8_000_000, ErrorRate: 0.01 * rng.Float64(), Requests: 500}
-		e.Digest = globalsummary.NewDigest(128, 20000, globalsummary.DefaultMaxDigestBits)
-		for range 20000 - 64 {
-			e.Digest.Add(rng.Uint64())
-		}
-		for _, hsh := range prefixindex.Hash(nil, "llama", prompts[i%len(prompts)], 128*tokencount.CharsPerToken, 256)[:8+i%56] {
-			e.Digest.Add(hsh)
-		}
+		e := membertest.BenchModel(rng, "llama", prompts[i%len(prompts)], 8+i%56)
 		s := &globalsummary.Summary{Version: 1, Cluster: m.Name, Region: m.Region, GeneratedAt: now, Models: []globalsummary.Model{e}}
 		for range 2 {
 			if err := h.picker.UpdateSummary(m.Name, s, time.Duration(1+i%len(benchRegions)*10)*time.Millisecond, now); err != nil {
