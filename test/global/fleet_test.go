@@ -36,7 +36,7 @@ type member struct {
 	gwPort       int
 	sims         [2]*proc.Proc
 	gw           *proc.Proc
-	// front is what the hub dials: the gateway, or a delay proxy before it.
+	// front is what the hub dials: a delay proxy before the gateway.
 	front string
 	delay *delayProxy
 }
@@ -63,14 +63,13 @@ func buildBinaries(t *testing.T) binaries {
 // to eu-west-1.
 const servedModels = "llama,llama-eu"
 
-func newMember(t *testing.T, name, region string, delayed bool) *member {
+// newMember is a member whose gateway the hub reaches through a delay
+// proxy (no delay until the test sets one).
+func newMember(t *testing.T, name, region string) *member {
 	t.Helper()
-	m := &member{name: name, region: region, dir: t.TempDir()}
+	m := &member{name: name, region: region, dir: t.TempDir(), delay: &delayProxy{}}
 	m.token = filepath.Join(m.dir, "token")
 	writeFile(t, m.token, "summary-token-of-"+name+"-0123456789\n")
-	if delayed {
-		m.delay = &delayProxy{}
-	}
 	return m
 }
 
@@ -91,16 +90,16 @@ func (m *member) start(t *testing.T, b binaries) {
 	writeFile(t, endpoints, fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n- {address: 127.0.0.1, port: %d}\n", m.simPorts[0], m.simPorts[1]))
 	gw, err := proc.Start(ctx, m.name+" igw-gateway", b.gateway, []string{"--port", strconv.Itoa(m.gwPort), "--bind-address", "127.0.0.1",
 		"--endpoints-file", endpoints, "--served-model-name", servedModels, "--global-summary-token-file", m.token,
+		// Scrapes run late on a loaded machine; a member must not report its
+		// simulators not ready (and lose its pinned model) for that.
+		"--metrics-staleness", "2s",
 		"--cluster", m.name, "--region", m.region}, "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.gw, m.gwPort = gw, gw.Port
 	if m.front == "" {
-		m.front = gw.Addr
-		if m.delay != nil {
-			m.front = m.delay.start(t, gw.Addr)
-		}
+		m.front = m.delay.start(t, gw.Addr)
 	}
 }
 
