@@ -33,12 +33,15 @@ func LoadPipelineWith(data []byte, extra map[string]scheduling.Factory) (*Pipeli
 	if err != nil {
 		return nil, err
 	}
-	return BuildPipeline(c)
+	return BuildPipelineWith(c, extra)
 }
 
 // BuildPipeline is LoadPipeline over a parsed configuration, for a caller
 // that adds to it (the hub puts its region pins in).
-func BuildPipeline(c *config.Config) (*Pipeline, error) {
+func BuildPipeline(c *config.Config) (*Pipeline, error) { return BuildPipelineWith(c, nil) }
+
+// BuildPipelineWith is BuildPipeline with extra plugin types (LoadPipelineWith).
+func BuildPipelineWith(c *config.Config, extra map[string]scheduling.Factory) (*Pipeline, error) {
 	switch {
 	case c.Latency != nil, c.Admission != nil, len(c.BaseModels) > 0, c.Prefix.BlockTokens != 0:
 		return nil, fmt.Errorf("latency, admission, baseModels and prefix.blockTokens configure an endpoint picker's model servers; remove them from the global picker's configuration")

@@ -44,62 +44,58 @@ type hubExchange struct {
 func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	x := &hubExchange{}
 	defer s.end(x, false)
-	for {
-		req, err := extproc.Recv(srv)
-		if req == nil {
-			return err
+	return extproc.Serve(srv, func(pc *extprocv3.ProtocolConfiguration) {
+		x.requestBuffered, x.responseChunked = extproc.BodyModes(pc)
+	}, func(req *extprocv3.ProcessingRequest) error { return s.handle(srv, x, req) })
+}
+
+// handle answers one message of x's stream.
+func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *hubExchange, req *extprocv3.ProcessingRequest) error {
+	var replies []*extprocv3.ProcessingResponse
+	switch r := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
+		switch {
+		case r.RequestHeaders.GetEndOfStream():
+			x.headersOnly = true
+			replies = s.route(srv, x)
+		case x.requestBuffered:
+			replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
 		}
-		if pc := req.GetProtocolConfig(); pc != nil {
-			x.requestBuffered, x.responseChunked = extproc.BodyModes(pc)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		b := r.RequestBody.GetBody()
+		x.size += int64(len(b))
+		if limit := s.Hub.opts.MaxBodyBytes; x.size > limit {
+			x.done = true
+			return srv.Send(extproc.Immediate("global", apierror.TooLarge(limit)))
 		}
-		var replies []*extprocv3.ProcessingResponse
-		switch r := req.Request.(type) {
-		case *extprocv3.ProcessingRequest_RequestHeaders:
-			x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
-			switch {
-			case r.RequestHeaders.GetEndOfStream():
-				x.headersOnly = true
-				replies = s.route(srv, x)
-			case x.requestBuffered:
-				replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
-			}
-		case *extprocv3.ProcessingRequest_RequestBody:
-			b := r.RequestBody.GetBody()
-			x.size += int64(len(b))
-			if limit := s.Hub.opts.MaxBodyBytes; x.size > limit {
-				x.done = true
-				return srv.Send(extproc.Immediate("global", apierror.TooLarge(limit)))
-			}
-			if len(b) > 0 {
-				x.chunks = append(x.chunks, b)
-			}
-			if x.requestBuffered || r.RequestBody.GetEndOfStream() {
-				replies = s.route(srv, x)
-			}
-		case *extprocv3.ProcessingRequest_RequestTrailers:
-			replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
-		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
-		case *extprocv3.ProcessingRequest_ResponseBody:
-			b := r.ResponseBody
-			if b.GetEndOfStream() {
-				s.end(x, true)
-			}
-			if x.responseChunked {
-				replies = []*extprocv3.ProcessingResponse{extproc.ResponseBody()}
-			} else {
-				replies = []*extprocv3.ProcessingResponse{extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())}
-			}
-		case *extprocv3.ProcessingRequest_ResponseTrailers:
+		if len(b) > 0 {
+			x.chunks = append(x.chunks, b)
+		}
+		if x.requestBuffered || r.RequestBody.GetEndOfStream() {
+			replies = s.route(srv, x)
+		}
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		b := r.ResponseBody
+		if b.GetEndOfStream() {
 			s.end(x, true)
-			replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
-		default:
-			return extproc.Unexpected(r)
 		}
-		if err := extproc.Send(srv, replies); err != nil {
-			return err
+		if x.responseChunked {
+			replies = []*extprocv3.ProcessingResponse{extproc.ResponseBody()}
+		} else {
+			replies = []*extprocv3.ProcessingResponse{extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())}
 		}
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		s.end(x, true)
+		replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
+	default:
+		return extproc.Unexpected(r)
 	}
+	return extproc.Send(srv, replies)
 }
 
 // route picks a member for the held request and returns the request path's
