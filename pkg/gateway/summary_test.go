@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -16,7 +17,7 @@ import (
 func TestGatewayServesMemberSummary(t *testing.T) {
 	u := startUpstream(t, "a")
 	u.metrics = "vllm:num_requests_waiting{model_name=\"m\"} 2\nvllm:num_requests_running{model_name=\"m\"} 3\nvllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n"
-	tokens := writeFile(t, "token", "0123456789abcdef-member-a\n")
+	tokens := testfile.Write(t, "", "token", "0123456789abcdef-member-a\n")
 	g := startGateway(t, "--endpoints-file", endpointsFile(t, u), "--served-model-name", "m",
 		"--global-summary-token-file", tokens, "--cluster", "use1", "--region", "us-east-1")
 	url := "http://" + g.Addr() + wire.GlobalSummaryPath
