@@ -16,6 +16,7 @@ import (
 	"github.com/igw-dev/igw/pkg/global"
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/global/plugins/regionpin"
+	"github.com/igw-dev/igw/pkg/global/plugins/regionshaping"
 )
 
 // Config is the hub's configuration file (the operator renders it from a
@@ -60,12 +61,9 @@ type ModelConfig struct {
 	Regions []string `json:"regions,omitempty"`
 }
 
-// RegionConfig shapes one client region's traffic.
-type RegionConfig struct {
-	Region    string   `json:"region"`
-	SpillOver []string `json:"spillOver,omitempty"`
-	MaxShare  *float64 `json:"maxShare,omitempty"`
-}
+// RegionConfig shapes one client region's traffic (the region-shaping
+// filter's rule: spill-over order, share allowed out of the region).
+type RegionConfig = regionshaping.Rule
 
 // HealthConfig tunes failure detection; zero fields keep the defaults.
 type HealthConfig struct {
@@ -276,6 +274,9 @@ func (c *Config) BuildPipeline() (*global.Pipeline, error) {
 	if err := c.addPins(pc); err != nil {
 		return nil, err
 	}
+	if err := c.addShaping(pc); err != nil {
+		return nil, err
+	}
 	pl, err := global.BuildPipeline(pc)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -324,6 +325,29 @@ func (c *Config) addPins(pc *config.Config) error {
 	// A bare region-pin filter holds no pins; the hub's instance replaces it.
 	pc.Filters = slices.DeleteFunc(pc.Filters, func(f string) bool { return f == regionpin.Type })
 	pc.Filters = append([]string{pinFilter}, pc.Filters...)
+	return nil
+}
+
+// shapingFilter names the region-shaping instance the hub adds.
+const shapingFilter = "hub-region-shaping"
+
+// addShaping puts the regions' shaping last among the filters: it chooses
+// among members that may take the request (pinned region, in rotation,
+// serving the model), so "members at home" means ones that can serve.
+func (c *Config) addShaping(pc *config.Config) error {
+	if len(c.Regions) == 0 {
+		return nil
+	}
+	if slices.ContainsFunc(pc.Plugins, func(p config.PluginSpec) bool { return p.Type == regionshaping.Type }) ||
+		slices.Contains(pc.Filters, regionshaping.Type) {
+		return fmt.Errorf("pipeline: a region-shaping filter in the pipeline and regions[] both shape regions; name the rules in one place (regions)")
+	}
+	params, err := json.Marshal(regionshaping.Parameters{Regions: c.Regions})
+	if err != nil {
+		return err
+	}
+	pc.Plugins = append(pc.Plugins, config.PluginSpec{Name: shapingFilter, Type: regionshaping.Type, Parameters: params})
+	pc.Filters = append(pc.Filters, shapingFilter)
 	return nil
 }
 

@@ -48,6 +48,9 @@ health: {probeInterval: 500ms, probeTimeout: 400ms, failedProbes: 2, consecutive
 	if len(names) == 0 || names[0] != pinFilter || strings.Count(strings.Join(names, ","), "region-pin") != 1 {
 		t.Errorf("filters %v, want the hub's pins first and once", names)
 	}
+	if names[len(names)-1] != shapingFilter {
+		t.Errorf("filters %v, want the regions' shaping last", names)
+	}
 	weights := map[string]float64{}
 	for _, s := range pl.Profile.Scorers {
 		weights[s.Scorer.Name()] = s.Weight

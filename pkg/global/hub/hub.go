@@ -71,9 +71,6 @@ func New(o *Options, log *slog.Logger) (*Hub, error) {
 		}
 		h.pollers = append(h.pollers, pl)
 	}
-	if len(c.Regions) > 0 {
-		log.Warn("regions (spill-over order, maxShare) are validated but not enforced by this picker yet; region pins and proximity scoring apply")
-	}
 	h.metrics = newHubMetrics(h)
 	return h, nil
 }

@@ -14,12 +14,14 @@ import (
 	"github.com/igw-dev/igw/pkg/global/plugins/prefixlocality"
 	"github.com/igw-dev/igw/pkg/global/plugins/proximity"
 	"github.com/igw-dev/igw/pkg/global/plugins/regionpin"
+	"github.com/igw-dev/igw/pkg/global/plugins/regionshaping"
 	"github.com/igw-dev/igw/pkg/global/plugins/servesmodel"
 )
 
 // overMembers are the global picker's own plugins.
 var overMembers = map[string]scheduling.Factory{
 	regionpin.Type:      regionpin.New,
+	regionshaping.Type:  regionshaping.New,
 	memberhealth.Type:   memberhealth.New,
 	servesmodel.Type:    servesmodel.New,
 	predictedttft.Type:  predictedttft.New,

@@ -8,7 +8,7 @@ import (
 func TestRegistryHoldsEveryGlobalPlugin(t *testing.T) {
 	want := []string{"kv-cache-utilization", "max-score-picker", "member-error-rate", "member-headroom", "member-health",
 		"member-predicted-ttft", "member-prefix-locality", "member-serves-model", "queue", "region-pin", "region-proximity",
-		"running-requests", "weighted-random-picker"}
+		"region-shaping", "running-requests", "weighted-random-picker"}
 	if got := NewRegistry().Types(); !slices.Equal(got, want) {
 		t.Fatalf("types %v", got)
 	}
