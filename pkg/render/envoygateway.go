@@ -31,14 +31,14 @@ var egAPIVersion = egv1a1.GroupVersion.String()
 // first), and balance by least request when the header is absent or names no
 // ready pod of the pool. Endpoint routing puts the pods themselves in the
 // cluster, which the override can only choose from.
-func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTrafficPolicy {
+func endpointOverridePolicy(m metav1.ObjectMeta, routes ...string) *egv1a1.BackendTrafficPolicy {
 	header := wire.HeaderDestinationEndpoint
 	endpoints := egv1a1.EndpointRoutingType
 	return &egv1a1.BackendTrafficPolicy{
 		TypeMeta:   typeMeta(egAPIVersion, egv1a1.KindBackendTrafficPolicy),
 		ObjectMeta: m,
 		Spec: egv1a1.BackendTrafficPolicySpec{
-			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{routeTarget(route)}},
+			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: routeTargets(routes)},
 			RoutingType:            &endpoints,
 			ClusterSettings: egv1a1.ClusterSettings{LoadBalancer: &egv1a1.LoadBalancer{
 				Type:             egv1a1.LeastRequestLoadBalancerType,
@@ -57,21 +57,27 @@ func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTr
 // the picker unreachable or past its message timeout, Envoy then skips it and
 // the route's least-request fallback picks among the pool's pods.
 func eppExtensionPolicy(m metav1.ObjectMeta, n RouteNames, mode igwv1.FailureMode) *egv1a1.EnvoyExtensionPolicy {
+	return pickerExtensionPolicy(m, n.EPP, EPPGRPCPort, mode, n.HTTPRoute)
+}
+
+// pickerExtensionPolicy attaches a picker's Service as ext_proc to routes,
+// with the body modes of its failure mode (see eppExtensionPolicy).
+func pickerExtensionPolicy(m metav1.ObjectMeta, service string, grpcPort int32, mode igwv1.FailureMode, routes ...string) *egv1a1.EnvoyExtensionPolicy {
 	request, response := egv1a1.FullDuplexStreamedExtBodyProcessingMode, egv1a1.FullDuplexStreamedExtBodyProcessingMode
 	failOpen := mode == igwv1.FailOpen
 	if failOpen {
 		request, response = egv1a1.BufferedExtProcBodyProcessingMode, egv1a1.StreamedExtProcBodyProcessingMode
 	}
-	port := gwapiv1.PortNumber(EPPGRPCPort)
+	port := gwapiv1.PortNumber(grpcPort)
 	timeout := eppMessageTimeout
 	return &egv1a1.EnvoyExtensionPolicy{
 		TypeMeta:   typeMeta(egAPIVersion, egv1a1.KindEnvoyExtensionPolicy),
 		ObjectMeta: m,
 		Spec: egv1a1.EnvoyExtensionPolicySpec{
-			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{routeTarget(n.HTTPRoute)}},
+			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: routeTargets(routes)},
 			ExtProc: []egv1a1.ExtProc{{
 				BackendCluster: egv1a1.BackendCluster{BackendRefs: []egv1a1.BackendRef{{BackendObjectReference: gwapiv1.BackendObjectReference{
-					Name: gwapiv1.ObjectName(n.EPP), Port: &port}}}},
+					Name: gwapiv1.ObjectName(service), Port: &port}}}},
 				MessageTimeout: &timeout,
 				FailOpen:       &failOpen,
 				ProcessingMode: &egv1a1.ExtProcProcessingMode{
