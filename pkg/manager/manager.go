@@ -72,7 +72,7 @@ func New(cfg *rest.Config, o *Options) (*Operator, error) {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	copts := controllers.Options{
-		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage},
+		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage, Global: o.GlobalPickerImage},
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 	}
 	var hook *egext.Liveness
