@@ -50,12 +50,12 @@ func TestGlobalStatus(t *testing.T) {
 			o:     globalObservation{Refs: refs(igwv1.ReasonConfigNotFound, "no config")},
 			ready: "False/" + igwv1.ReasonConfigNotFound},
 		{name: "applied, the picker not created yet by the API server's view",
-			o:     globalObservation{Rendered: true, RefsDone: true, PickerChecked: true},
-			ready: "False/" + igwv1.ReasonEndpointPickerUnavailable,
+			o:       globalObservation{Rendered: true, RefsDone: true, PickerChecked: true},
+			ready:   "False/" + igwv1.ReasonEndpointPickerUnavailable,
 			members: members{"use1": all(pickerDown), "euw1": all(pickerDown), "apse1": all(pickerDown)}},
 		{name: "a member's Secret missing: Ready and its Reachable say which",
 			o: globalObservation{Rendered: true, RefsDone: true, PickerChecked: true, Picker: picker(0),
-				Refs: refs(igwv1.ReasonSecretNotFound, "Secret hub/euw1-token of members[euw1].credentialsSecretRef does not exist"),
+				Refs:           refs(igwv1.ReasonSecretNotFound, "Secret hub/euw1-token of members[euw1].credentialsSecretRef does not exist"),
 				MissingSecrets: map[string][]string{"euw1": {"Secret hub/euw1-token of members[euw1].credentialsSecretRef does not exist"}}},
 			ready: "False/" + igwv1.ReasonSecretNotFound,
 			members: members{"use1": all(pickerDown), "apse1": all(pickerDown), "euw1": {
@@ -69,8 +69,8 @@ func TestGlobalStatus(t *testing.T) {
 			o:     globalObservation{Rendered: true, RefsDone: true, PickerChecked: true, Picker: picker(2), Report: report},
 			ready: "True/" + igwv1.ReasonReady, inRotation: 1,
 			members: members{
-				"use1": {igwv1.ConditionReachable: "True/" + igwv1.ReasonSummaryFetched, igwv1.ConditionSummaryValid: "True/" + igwv1.ReasonSummaryValid, igwv1.ConditionInRotation: "True/" + igwv1.ReasonInRotation},
-				"euw1": {igwv1.ConditionReachable: "True/" + igwv1.ReasonSummaryFetched, igwv1.ConditionSummaryValid: "False/" + igwv1.ReasonInvalidSummary, igwv1.ConditionInRotation: "False/" + igwv1.ReasonOutOfRotation},
+				"use1":  {igwv1.ConditionReachable: "True/" + igwv1.ReasonSummaryFetched, igwv1.ConditionSummaryValid: "True/" + igwv1.ReasonSummaryValid, igwv1.ConditionInRotation: "True/" + igwv1.ReasonInRotation},
+				"euw1":  {igwv1.ConditionReachable: "True/" + igwv1.ReasonSummaryFetched, igwv1.ConditionSummaryValid: "False/" + igwv1.ReasonInvalidSummary, igwv1.ConditionInRotation: "False/" + igwv1.ReasonOutOfRotation},
 				"apse1": {igwv1.ConditionReachable: "False/" + igwv1.ReasonUnreachable, igwv1.ConditionSummaryValid: "False/" + igwv1.ReasonInvalidSummary, igwv1.ConditionInRotation: "False/" + igwv1.ReasonOutOfRotation},
 			}},
 		{name: "the picker reports no member in rotation; one it does not know yet",
@@ -139,7 +139,6 @@ func TestGlobalStatus(t *testing.T) {
 		}
 	})
 }
-
 
 func TestHTTPPickerStatusReadsTheContractDocument(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
