@@ -39,19 +39,11 @@ var globalChildKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
-	GVKBackend, GVKBackendTLSPolicy, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy,
+	GVKBackend, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy,
 }
 
 // requiredGlobalKinds are the optional kinds a hub's data path needs.
-func requiredGlobalKinds(out render.GlobalOutput, scheme func(client.Object) (schema.GroupVersionKind, error)) []schema.GroupVersionKind {
-	kinds := []schema.GroupVersionKind{GVKHTTPRoute, GVKBackend, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy}
-	for _, o := range out.Objects {
-		if gvk, err := scheme(o); err == nil && gvk == GVKBackendTLSPolicy {
-			return append(kinds, GVKBackendTLSPolicy)
-		}
-	}
-	return kinds
-}
+var requiredGlobalKinds = []schema.GroupVersionKind{GVKHTTPRoute, GVKBackend, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy}
 
 // Reconcile renders, applies and reports one GlobalInferenceGateway. It is
 // read from the API server, so that one already deleted gets no new
@@ -112,11 +104,13 @@ func (r *GlobalInferenceGatewayReconciler) reconcile(ctx context.Context, gig *i
 	}
 	out, err := render.Global(render.GlobalInput{Global: gig, Gateway: *gw, RawPipeline: raw, Images: r.Images})
 	if err != nil {
-		o.Refs.add(igwv1.ReasonApplyFailed, err.Error())
-		return err
+		// A spec the API server took but no data path can serve: retrying cannot help, a change of the spec will.
+		o.Invalid = err.Error()
+		o.Refs.add(igwv1.ReasonInvalidSpec, err.Error())
+		return nil
 	}
 	o.Rendered = true
-	if missing := r.Kinds.Missing(requiredGlobalKinds(out, func(obj client.Object) (schema.GroupVersionKind, error) { return gvkOf(r.Scheme, obj) })...); len(missing) > 0 {
+	if missing := r.Kinds.Missing(requiredGlobalKinds...); len(missing) > 0 {
 		o.Refs.add(igwv1.ReasonCRDsMissing, describeMissing(missing))
 	}
 	sel := labels.SelectorFromSet(labels.Set{render.LabelGlobal: render.LabelValue(gig.Name), render.LabelManagedBy: render.ManagedByValue})

@@ -98,8 +98,9 @@ const pickerStatusTimeout = 2 * time.Second
 // and did: the input of globalStatus. A reconcile that fails leaves the later
 // fields unset.
 type globalObservation struct {
-	// Rendered: the children were rendered.
+	// Rendered: the children were rendered; Invalid, why they could not be.
 	Rendered bool
+	Invalid  string
 	// Refs are the problems met resolving references and applying children;
 	// RefsDone, that every child was applied or found in the way.
 	Refs     refProblems
@@ -137,8 +138,11 @@ func globalStatus(gig *igwv1.GlobalInferenceGateway, o globalObservation, err er
 	conds := newConditions(st.Conditions, gig.Generation)
 	defer func() { st.Conditions = conds.list }()
 	st.MemberCount = int32(len(gig.Spec.Members))
-	if o.Rendered {
+	switch {
+	case o.Rendered:
 		conds.set(igwv1.ConditionAccepted, true, igwv1.ReasonAccepted, "the spec is valid")
+	case o.Invalid != "":
+		conds.set(igwv1.ConditionAccepted, false, igwv1.ReasonInvalidSpec, "%s", o.Invalid)
 	}
 	pickerUp := o.PickerChecked && o.Picker != nil && o.Picker.Status.AvailableReplicas > 0
 	if o.PickerChecked {

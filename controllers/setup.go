@@ -113,7 +113,7 @@ func (r *GlobalInferenceGatewayReconciler) setup(mgr ctrl.Manager, opts controll
 	}
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &igwv1.GlobalInferenceGateway{}, handler.OnlyControllerOwner())
 	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
-		want:    []schema.GroupVersionKind{GVKBackend, GVKBackendTLSPolicy, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy},
+		want:    requiredGlobalKinds,
 		handler: func(schema.GroupVersionKind) handler.EventHandler { return owner }}
 	return r.watches.ensure()
 }

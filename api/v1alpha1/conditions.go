@@ -50,6 +50,9 @@ const (
 	// InferenceGatewayConfig in its namespace, or a GlobalInferenceGateway's
 	// spec.namespace has none (or several) whose Gateway its routes can attach to.
 	ReasonConfigNotFound = "ConfigNotFound"
+	// ReasonInvalidSpec: the API server accepted a GlobalInferenceGateway
+	// that no data path can serve (Accepted False); the message says what to change.
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonSecretNotFound: a Secret a GlobalInferenceGateway member names
 	// (credentialsSecretRef, caSecretRef) does not exist in spec.namespace.
 	ReasonSecretNotFound = "SecretNotFound"

@@ -50,7 +50,7 @@ const (
 	SuffixGlobalPicker  = "-global-picker"
 	SuffixGlobalPolicy  = "-global" + SuffixEPPPolicy
 	SuffixGlobalTraffic = "-global"
-	globalMemberInfix   = "-member-"
+	SuffixGlobalMembers = "-members"
 	globalModelInfix    = "-model-"
 )
 
@@ -74,11 +74,11 @@ type GlobalOutput struct {
 
 // GlobalNames are the names of a GlobalInferenceGateway's children.
 type GlobalNames struct {
-	// Picker names the global picker's Deployment, ConfigMap and Service.
-	Picker, Policy, TrafficPolicy string
-	// Routes by model name, Backends by member name (a member's
-	// BackendTLSPolicy shares its Backend's name).
-	Routes, Backends map[string]string
+	// Picker names the global picker's Deployment, ConfigMap and Service;
+	// Members the Backend of the member gateways.
+	Picker, Members, Policy, TrafficPolicy string
+	// Routes by model name.
+	Routes map[string]string
 }
 
 // NamesForGlobal returns the child names of gig.
@@ -87,14 +87,11 @@ func NamesForGlobal(gig *igwv1.GlobalInferenceGateway) GlobalNames {
 		Picker:        ChildName(gig.Name, SuffixGlobalPicker),
 		Policy:        ChildName(gig.Name, SuffixGlobalPolicy),
 		TrafficPolicy: ChildName(gig.Name, SuffixGlobalTraffic),
+		Members:       ChildName(gig.Name, SuffixGlobalMembers),
 		Routes:        map[string]string{},
-		Backends:      map[string]string{},
 	}
 	for _, m := range gig.Spec.Models {
 		n.Routes[string(m.Name)] = LabelValue(gig.Name + globalModelInfix + dnsPart(string(m.Name)))
-	}
-	for _, m := range gig.Spec.Members {
-		n.Backends[m.Name] = LabelValue(gig.Name + globalMemberInfix + m.Name)
 	}
 	return n
 }
@@ -155,21 +152,14 @@ func Global(in GlobalInput) (GlobalOutput, error) {
 			servicePort(PortNameGRPC, GlobalGRPCPort, AppProtocolH2C),
 			servicePort(PortNameMetrics, GlobalMetricsPort, "")),
 	)
-	var backends []gwapiv1.HTTPBackendRef
-	for _, member := range gig.Spec.Members {
-		name := n.Backends[member.Name]
-		b, err := memberBackend(m(name), member)
-		if err != nil {
-			return GlobalOutput{}, err
-		}
-		out.Objects = append(out.Objects, b)
-		if p := memberTLSPolicy(m(name), member); p != nil {
-			out.Objects = append(out.Objects, p)
-		}
-		group, kind := gwapiv1.Group(GroupEnvoyGateway), gwapiv1.Kind(KindBackend)
-		backends = append(backends, gwapiv1.HTTPBackendRef{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{
-			Group: &group, Kind: &kind, Name: gwapiv1.ObjectName(name)}}})
+	b, err := membersBackend(m(n.Members), gig.Spec.Members)
+	if err != nil {
+		return GlobalOutput{}, err
 	}
+	out.Objects = append(out.Objects, b)
+	group, kind := gwapiv1.Group(GroupEnvoyGateway), gwapiv1.Kind(KindBackend)
+	backends := []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{
+		Group: &group, Kind: &kind, Name: gwapiv1.ObjectName(n.Members)}}}}
 	var routes []string
 	for _, model := range gig.Spec.Models {
 		name := n.Routes[string(model.Name)]
@@ -371,55 +361,83 @@ func SummaryURL(m igwv1.GlobalMember) string {
 	return "https://" + m.Address + wire.GlobalSummaryPath
 }
 
-// memberBackend is the member's gateway as an Envoy Gateway Backend: an IP
-// endpoint for an IP address, an FQDN one for a host name.
-func memberBackend(m metav1.ObjectMeta, member igwv1.GlobalMember) (*egv1a1.Backend, error) {
-	host, portText, err := net.SplitHostPort(member.Address)
-	if err != nil {
-		return nil, fmt.Errorf("render: members[%s].address %q: %w", member.Name, member.Address, err)
+// membersBackend is the member gateways as one Envoy Gateway Backend, an
+// endpoint each: Envoy Gateway makes one cluster of it, the one in which the
+// endpoint override finds the member the picker wrote (members in separate
+// Backends with their own TLS settings would become one cluster each, picked
+// by weight before any override applies). The TLS settings are therefore the
+// same for every member: plaintext when every summaryURL is http://, else TLS
+// with each member's host name as SNI and verified name, against the one CA
+// Secret the members name or the system's CAs. What Envoy Gateway cannot put
+// in one Backend is an error that says what to change.
+func membersBackend(m metav1.ObjectMeta, members []igwv1.GlobalMember) (*egv1a1.Backend, error) {
+	var endpoints []egv1a1.BackendEndpoint
+	var plain, tls, withCA, byIP, byName []string
+	cas := map[string]bool{}
+	for _, member := range members {
+		host, portText, err := net.SplitHostPort(member.Address)
+		if err != nil {
+			return nil, fmt.Errorf("render: members[%s].address %q: %w", member.Name, member.Address, err)
+		}
+		port, err := strconv.ParseInt(portText, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("render: members[%s].address %q: bad port: %w", member.Name, member.Address, err)
+		}
+		e := egv1a1.BackendEndpoint{}
+		if net.ParseIP(host) != nil {
+			e.IP = &egv1a1.IPEndpoint{Address: host, Port: int32(port)}
+			if name := memberHostname(member); name != "" {
+				e.Hostname = &name
+			}
+			byIP = append(byIP, member.Name)
+		} else {
+			e.FQDN = &egv1a1.FQDNEndpoint{Hostname: strings.ToLower(host), Port: int32(port)}
+			byName = append(byName, member.Name)
+		}
+		endpoints = append(endpoints, e)
+		if strings.HasPrefix(member.SummaryURL, "http://") {
+			plain = append(plain, member.Name)
+			continue
+		}
+		tls = append(tls, member.Name)
+		if e.IP != nil && e.Hostname == nil {
+			return nil, fmt.Errorf("render: members[%s] is reached over TLS at IP address %s with no host name to verify its certificate against: give it a summaryURL https://HOSTNAME/... or an http:// one for plaintext", member.Name, host)
+		}
+		if ca := member.CASecretRef; ca != nil {
+			if secretKey(*ca) != CACertificateKey {
+				return nil, fmt.Errorf("render: members[%s].caSecretRef.key is %q: Envoy Gateway reads a CA from the key %q, so set that key", member.Name, secretKey(*ca), CACertificateKey)
+			}
+			cas[ca.Name] = true
+			withCA = append(withCA, member.Name)
+		}
 	}
-	port, err := strconv.ParseInt(portText, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("render: members[%s].address %q: bad port: %w", member.Name, member.Address, err)
+	switch {
+	case len(byIP) > 0 && len(byName) > 0:
+		return nil, fmt.Errorf("render: members %s are addressed by IP and %s by host name; Envoy Gateway cannot mix the two in one Backend: address them all one way", strings.Join(byIP, ", "), strings.Join(byName, ", "))
+	case len(plain) > 0 && len(tls) > 0:
+		return nil, fmt.Errorf("render: members %s are reached in plaintext (http:// summaryURL) and %s over TLS; one Backend has one TLS setting: reach them all one way", strings.Join(plain, ", "), strings.Join(tls, ", "))
+	case len(cas) > 0 && len(withCA) < len(tls):
+		return nil, fmt.Errorf("render: members %s name a caSecretRef and the others reached over TLS do not; Envoy Gateway verifies every member against the same CAs: name the Secret from every member, or from none for the system's CAs", strings.Join(withCA, ", "))
+	case len(cas) > 1:
+		return nil, fmt.Errorf("render: members name %d different caSecretRefs; Envoy Gateway verifies every member against one CA bundle: put the CAs in one Secret (key %q) and name it from each member", len(cas), CACertificateKey)
 	}
-	e := egv1a1.BackendEndpoint{}
-	if net.ParseIP(host) != nil {
-		e.IP = &egv1a1.IPEndpoint{Address: host, Port: int32(port)}
-	} else {
-		e.FQDN = &egv1a1.FQDNEndpoint{Hostname: strings.ToLower(host), Port: int32(port)}
-	}
-	return &egv1a1.Backend{
+	b := &egv1a1.Backend{
 		TypeMeta:   typeMeta(egAPIVersion, KindBackend),
 		ObjectMeta: m,
-		Spec:       egv1a1.BackendSpec{Endpoints: []egv1a1.BackendEndpoint{e}},
-	}, nil
-}
-
-// memberTLSPolicy makes the hub's proxy speak TLS to a member's gateway,
-// verified against the member's CA Secret, else the system's CAs. A member
-// whose summaryURL is plain http:// is reached in plaintext (nil), as is one
-// addressed by IP without a host name to verify.
-func memberTLSPolicy(m metav1.ObjectMeta, member igwv1.GlobalMember) *gwapiv1.BackendTLSPolicy {
-	host := memberHostname(member)
-	if strings.HasPrefix(member.SummaryURL, "http://") || host == "" {
-		return nil
+		Spec:       egv1a1.BackendSpec{Endpoints: endpoints},
 	}
-	v := gwapiv1.BackendTLSPolicyValidation{Hostname: gwapiv1.PreciseHostname(host)}
-	if ca := member.CASecretRef; ca != nil {
-		v.CACertificateRefs = []gwapiv1.LocalObjectReference{{Group: "", Kind: "Secret", Name: gwapiv1.ObjectName(ca.Name)}}
-	} else {
-		system := gwapiv1.WellKnownCACertificatesSystem
-		v.WellKnownCACertificates = &system
+	if len(tls) > 0 {
+		auto := true
+		b.Spec.TLS = &egv1a1.BackendTLSSettings{AutoSNIFromEndpointHostname: &auto}
+		for name := range cas {
+			b.Spec.TLS.CACertificateRefs = []gwapiv1.LocalObjectReference{{Group: "", Kind: "Secret", Name: gwapiv1.ObjectName(name)}}
+		}
+		if len(cas) == 0 {
+			system := gwapiv1.WellKnownCACertificatesSystem
+			b.Spec.TLS.WellKnownCACertificates = &system
+		}
 	}
-	return &gwapiv1.BackendTLSPolicy{
-		TypeMeta:   typeMeta(gwapiv1.GroupVersion.String(), "BackendTLSPolicy"),
-		ObjectMeta: m,
-		Spec: gwapiv1.BackendTLSPolicySpec{
-			TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwapiv1.LocalPolicyTargetReference{
-				Group: GroupEnvoyGateway, Kind: KindBackend, Name: gwapiv1.ObjectName(m.Name)}}},
-			Validation: v,
-		},
-	}
+	return b, nil
 }
 
 // memberHostname is the name the member's certificate must hold: the host of

@@ -59,3 +59,51 @@ func TestGlobalRawPipelineReplacesPolicyAndWeights(t *testing.T) {
 		t.Errorf("rendering without the ConfigMap's content: %v, want an error naming it", err)
 	}
 }
+
+// TestGlobalMembersThatOneBackendCannotHoldAreRefused: Envoy Gateway would
+// split such members into clusters of their own, where the picker's choice
+// no longer decides; the error says what to change.
+func TestGlobalMembersThatOneBackendCannotHoldAreRefused(t *testing.T) {
+	tlsMember := func(name, ip, host, ca string) igwv1.GlobalMember {
+		m := igwv1.GlobalMember{Name: name, Region: "us-east-1", Address: ip + ":443", SummaryURL: "https://" + host + "/igw/v1/global-summary",
+			CredentialsSecretRef: igwv1.SecretKeyRef{Name: name + "-token", Key: "token"}}
+		if ca != "" {
+			m.CASecretRef = &igwv1.SecretKeyRef{Name: ca, Key: CACertificateKey}
+		}
+		return m
+	}
+	plain := igwv1.GlobalMember{Name: "plain", Region: "us-east-1", Address: "10.9.0.1:8080", SummaryURL: "http://10.9.0.1:8080/igw/v1/global-summary",
+		CredentialsSecretRef: igwv1.SecretKeyRef{Name: "plain-token", Key: "token"}}
+	byName := igwv1.GlobalMember{Name: "named", Region: "us-east-1", Address: "gw.example.com:443", CredentialsSecretRef: igwv1.SecretKeyRef{Name: "named-token", Key: "token"}}
+	noHost := tlsMember("nohost", "10.8.0.1", "10.8.0.1", "")
+	wrongKey := tlsMember("wrongkey", "10.7.0.1", "gw.wrongkey.example.com", "ca")
+	wrongKey.CASecretRef.Key = "bundle.pem"
+	for _, c := range []struct {
+		name    string
+		members []igwv1.GlobalMember
+		want    string // in the error; "" for none
+	}{
+		{"IP members over TLS sharing a CA", []igwv1.GlobalMember{tlsMember("a", "10.0.0.1", "a.example.com", "ca"), tlsMember("b", "10.0.0.2", "b.example.com", "ca")}, ""},
+		{"IP members over TLS with the system's CAs", []igwv1.GlobalMember{tlsMember("a", "10.0.0.1", "a.example.com", ""), tlsMember("b", "10.0.0.2", "b.example.com", "")}, ""},
+		{"IP and host name", []igwv1.GlobalMember{tlsMember("a", "10.0.0.1", "a.example.com", ""), byName}, "address them all one way"},
+		{"plaintext and TLS", []igwv1.GlobalMember{tlsMember("a", "10.0.0.1", "a.example.com", ""), plain}, "reach them all one way"},
+		{"two CAs", []igwv1.GlobalMember{tlsMember("a", "10.0.0.1", "a.example.com", "ca-a"), tlsMember("b", "10.0.0.2", "b.example.com", "ca-b")}, "put the CAs in one Secret"},
+		{"a CA for some only", []igwv1.GlobalMember{tlsMember("a", "10.0.0.1", "a.example.com", "ca"), tlsMember("b", "10.0.0.2", "b.example.com", "")}, "name the Secret from every member"},
+		{"TLS to an IP with no host name", []igwv1.GlobalMember{noHost}, "no host name to verify"},
+		{"a CA under another key", []igwv1.GlobalMember{wrongKey}, `set that key`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gig := &igwv1.GlobalInferenceGateway{}
+			gig.Name, gig.Spec.Namespace = "g", "hub"
+			gig.Spec.Members = c.members
+			gig.Spec.Models = []igwv1.GlobalModel{{Name: "m"}}
+			_, err := Global(GlobalInput{Global: gig, Images: testImages})
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("error %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
