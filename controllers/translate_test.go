@@ -75,7 +75,7 @@ func envoyGatewayInput(namespace, gatewayName string) []byte {
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: namespace, Name: gatewayName}, &gw)).To(Succeed())
 	objs = append(objs, &gc, &gw)
 	for _, list := range []client.ObjectList{&gwapiv1.HTTPRouteList{}, &corev1.ServiceList{},
-		&egv1a1.BackendTrafficPolicyList{}, &egv1a1.EnvoyExtensionPolicyList{}, &egv1a1.ClientTrafficPolicyList{}, &egv1a1.HTTPRouteFilterList{},
+		&egv1a1.BackendList{}, &egv1a1.BackendTrafficPolicyList{}, &egv1a1.EnvoyExtensionPolicyList{}, &egv1a1.ClientTrafficPolicyList{}, &egv1a1.HTTPRouteFilterList{},
 		&gwapiv1.BackendTLSPolicyList{}, &corev1.ConfigMapList{}} {
 		Expect(k8s.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
 		items, err := apimeta.ExtractList(list)
@@ -498,8 +498,17 @@ func realRouter(contentType string, body []byte) envoysim.Effect {
 // checkPoolCluster asserts that a model's cluster overrides the host from the
 // picker's destination header, among the route's pool Service endpoints.
 func checkPoolCluster(d xdsDump, name, route string) {
+	checkOverrideHost(d, name)
+	var svc corev1.Service
+	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
+	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))
+}
+
+// checkOverrideHost asserts that a cluster overrides the host from the
+// picker's destination header, and balances by least request without it.
+func checkOverrideHost(d xdsDump, name string) {
 	cl, ok := d.clusters[name]
-	Expect(ok).To(BeTrue(), "cluster %q of route %s", name, route)
+	Expect(ok).To(BeTrue(), "cluster %q", name)
 	var oh overridehostv3.OverrideHost
 	found := false
 	for _, p := range cl.GetLoadBalancingPolicy().GetPolicies() {
@@ -516,9 +525,6 @@ func checkPoolCluster(d xdsDump, name, route string) {
 		fallbacks = append(fallbacks, p.GetTypedExtensionConfig().GetTypedConfig().GetTypeUrl())
 	}
 	Expect(fallbacks).To(ContainElement(HaveSuffix("least_request.v3.LeastRequest")), "fallback of cluster %s", name)
-	var svc corev1.Service
-	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
-	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))
 }
 
 // checkModelListCluster asserts that a cluster is the router Service's model list port.

@@ -74,6 +74,7 @@ func New(cfg *rest.Config, o *Options) (*Operator, error) {
 	copts := controllers.Options{
 		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage, Global: o.GlobalPickerImage},
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		PickerStatus:            o.GlobalPickerStatus,
 	}
 	var hook *egext.Liveness
 	if o.ExtensionServerAddr != "" && o.ExtensionServerAddr != "0" {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/igw-dev/igw/controllers"
 	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/internal/version"
 )
@@ -40,6 +41,10 @@ type Options struct {
 	// extension hook after a config's children change before the config's
 	// ExtensionHookActive condition turns False; 0 turns the condition off.
 	ExtensionHookBound time.Duration
+	// GlobalPickerStatus reads a global picker's GET /status; nil (the
+	// default, no flag): over HTTP by the picker Service's cluster DNS name.
+	// Tests and out-of-cluster runs set another.
+	GlobalPickerStatus controllers.PickerStatusReader
 }
 
 // NewOptions returns the defaults. The EPP and BBR images are those of the
