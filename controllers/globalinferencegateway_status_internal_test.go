@@ -80,6 +80,9 @@ func TestGlobalStatus(t *testing.T) {
 			members: members{"use1": all("Unknown/" + igwv1.ReasonMemberNotReported),
 				"euw1":  {igwv1.ConditionReachable: "True/" + igwv1.ReasonSummaryFetched, igwv1.ConditionSummaryValid: "False/" + igwv1.ReasonInvalidSummary, igwv1.ConditionInRotation: "False/" + igwv1.ReasonOutOfRotation},
 				"apse1": {igwv1.ConditionReachable: "False/" + igwv1.ReasonUnreachable, igwv1.ConditionSummaryValid: "False/" + igwv1.ReasonInvalidSummary, igwv1.ConditionInRotation: "False/" + igwv1.ReasonOutOfRotation}}},
+		{name: "a spec one Backend cannot hold: Accepted and Ready False with what to change",
+			o:     globalObservation{Invalid: "members a are addressed by IP and b by host name", Refs: refs(igwv1.ReasonInvalidSpec, "members a are addressed by IP and b by host name")},
+			ready: "False/" + igwv1.ReasonInvalidSpec},
 		{name: "an API error after applying: Ready Unknown", err: errors.New("the server is currently unable to handle the request"),
 			o:     globalObservation{Rendered: true, RefsDone: true},
 			ready: "Unknown/" + igwv1.ReasonReconcileError},
@@ -87,8 +90,11 @@ func TestGlobalStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := globalStatus(gig, c.o, c.err)
 			wantTop := map[string]string{igwv1.ConditionReady: c.ready}
-			if c.o.Rendered {
+			switch {
+			case c.o.Rendered:
 				wantTop[igwv1.ConditionAccepted] = "True/" + igwv1.ReasonAccepted
+			case c.o.Invalid != "":
+				wantTop[igwv1.ConditionAccepted] = "False/" + igwv1.ReasonInvalidSpec
 			}
 			checkConditions(t, nil, st.Conditions, wantTop)
 			if st.ObservedGeneration != generation || st.MemberCount != 3 || st.MembersInRotation != c.inRotation {
