@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -252,23 +251,8 @@ func checkGlobalTranslation(name string) {
 	gig := getGlobal(name)
 	n := render.NamesForGlobal(gig)
 	t := translate(envoyGatewayInput(hubNS, "inference-gateway"))
-	for kind, list := range t.objects {
-		for _, o := range list {
-			for _, p := range append(o.Status.Parents, o.Status.Ancestors...) {
-				for _, c := range p.Conditions {
-					what := fmt.Sprintf("%s %s/%s %s=%s (%s: %s)", kind, o.Metadata.Namespace, o.Metadata.Name, c.Type, c.Status, c.Reason, c.Message)
-					switch c.Type {
-					case "Accepted", "ResolvedRefs":
-						Expect(c.Status).To(Equal("True"), what)
-					case "Overridden":
-						Expect(o.Metadata.Name).To(Equal(render.NamesForConfig("hub").BBRPolicy), what)
-					default:
-						Expect(c.Status).NotTo(Equal("False"), what)
-					}
-				}
-			}
-		}
-	}
+	By("every route and policy is accepted, with resolved references")
+	checkAccepted(t, "hub")
 	dump := decodeXDS(t.xds[hubNS+"/inference-gateway"].Configs)
 	dump.hookThroughGRPC()
 	hcm, rc := dump.httpConnectionManager()

@@ -102,6 +102,29 @@ func envoyGatewayInput(namespace, gatewayName string) []byte {
 	return b.Bytes()
 }
 
+// checkAccepted asserts that the translator accepted every object, with
+// resolved references, and that only config's router policy is overridden.
+func checkAccepted(t translation, config string) {
+	for kind, list := range t.objects {
+		for _, o := range list {
+			for _, p := range append(o.Status.Parents, o.Status.Ancestors...) {
+				for _, c := range p.Conditions {
+					what := fmt.Sprintf("%s %s/%s %s=%s (%s: %s)", kind, o.Metadata.Namespace, o.Metadata.Name, c.Type, c.Status, c.Reason, c.Message)
+					switch c.Type {
+					case "Accepted", "ResolvedRefs", "BackendsAvailable", "Programmed":
+						Expect(c.Status).To(Equal("True"), what)
+					case "Overridden":
+						// The router's Gateway-wide policy yields to each route's picker policy; the hook restores it there.
+						Expect(o.Metadata.Name).To(Equal(render.NamesForConfig(config).BBRPolicy), what)
+					default:
+						Expect(c.Status).NotTo(Equal("False"), what)
+					}
+				}
+			}
+		}
+	}
+}
+
 // translation is egctl's output: objects with the status the translator gave
 // them, and the xDS config dump per Gateway.
 type translation struct {
@@ -281,24 +304,7 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	t := translate(envoyGatewayInput(namespace, "inference-gateway"))
 
 	By("every route and policy is accepted, with resolved references")
-	for kind, list := range t.objects {
-		for _, o := range list {
-			for _, p := range append(o.Status.Parents, o.Status.Ancestors...) {
-				for _, c := range p.Conditions {
-					what := fmt.Sprintf("%s %s/%s %s=%s (%s: %s)", kind, o.Metadata.Namespace, o.Metadata.Name, c.Type, c.Status, c.Reason, c.Message)
-					switch c.Type {
-					case "Accepted", "ResolvedRefs", "BackendsAvailable", "Programmed":
-						Expect(c.Status).To(Equal("True"), what)
-					case "Overridden":
-						// The router's Gateway-wide policy yields to each model's route policy; the hook restores it there.
-						Expect(o.Metadata.Name).To(Equal(render.NamesForConfig(config).BBRPolicy), what)
-					default:
-						Expect(c.Status).NotTo(Equal("False"), what)
-					}
-				}
-			}
-		}
-	}
+	checkAccepted(t, config)
 	Expect(t.objects).To(HaveKey("httpRoutes"))
 	Expect(t.objects["httpRoutes"]).To(HaveLen(len(routes)+2), "one per model, the catch-all and the model list")
 
