@@ -1,12 +1,14 @@
 package render
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 )
@@ -105,5 +107,19 @@ func TestGlobalMembersThatOneBackendCannotHoldAreRefused(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestTheGlobalSampleRenders(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gateway_v1alpha1_globalinferencegateway.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gig igwv1.GlobalInferenceGateway
+	if err := yaml.UnmarshalStrict(data, &gig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Global(GlobalInput{Global: &gig, Gateway: GatewayTarget{Name: "hub", Namespace: gig.Spec.Namespace}, Images: testImages}); err != nil {
+		t.Errorf("the sample does not render: %v", err)
 	}
 }
