@@ -45,6 +45,7 @@ import (
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/egext"
 	"github.com/igw-dev/igw/pkg/manager"
+	"github.com/igw-dev/igw/pkg/render"
 )
 
 const (
@@ -1057,8 +1058,11 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 	}
 	egress := get[networkingv1.NetworkPolicy](t, r, "NetworkPolicy", "igw-allow-api-server-egress")
-	if len(egress.Spec.Egress) != 2 || len(egress.Spec.Ingress) > 0 {
-		t.Errorf("egress policy %+v, want the API server and DNS rules only", egress.Spec)
+	if len(egress.Spec.Egress) != 3 || len(egress.Spec.Ingress) > 0 {
+		t.Errorf("egress policy %+v, want the API server, DNS and global picker status rules only", egress.Spec)
+	} else if pk := egress.Spec.Egress[2]; len(pk.To) != 1 || pk.To[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != render.NameGlobalPicker ||
+		len(pk.Ports) != 1 || pk.Ports[0].Port.IntVal != render.GlobalMetricsPort {
+		t.Errorf("egress rule %+v, want the global pickers' metrics port %d only", pk, render.GlobalMetricsPort)
 	}
 	// config/network-policy has the same policies, selecting config/default's operator pods.
 	k := kustomize(t, "../config/network-policy")
