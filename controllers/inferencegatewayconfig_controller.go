@@ -2,12 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,6 +69,12 @@ func crossNamespace(cfg *igwv1.InferenceGatewayConfig) bool {
 	return render.ResolveGateway(cfg).Namespace != cfg.Namespace && cfg.Spec.Gateway.Provider != igwv1.ProviderNative
 }
 
+var configStatusAccess = statusAccess[*igwv1.InferenceGatewayConfig, igwv1.InferenceGatewayConfigStatus]{
+	of:         func(c *igwv1.InferenceGatewayConfig) *igwv1.InferenceGatewayConfigStatus { return &c.Status },
+	conditions: func(s *igwv1.InferenceGatewayConfigStatus) []metav1.Condition { return s.Conditions },
+	warn:       []string{igwv1.ConditionReady},
+}
+
 // Reconcile renders, applies and reports one InferenceGatewayConfig. The
 // config is read from the API server, not the cache: a cached copy can predate
 // a deletion whose cleanup already ran, and applying from it would place
@@ -89,18 +95,10 @@ func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ct
 	prev := *cfg.Status.DeepCopy()
 	var o configObservation
 	defer func() {
-		if errors.Is(err, ErrOwnerGone) {
-			// What made it go is an event on this object, which queues it
-			// again; its status is that reconcile's to write.
-			res, err = ctrl.Result{}, nil
-			return
-		}
-		status := configStatus(cfg, o, err)
-		base := cfg.DeepCopy()
-		base.Status, cfg.Status = prev, status
-		res, err = r.settle(ctx, cfg, base, prev, status, prev.Conditions, status.Conditions, o.Refs.ok(), err, igwv1.ConditionReady)
-		if err == nil {
-			res.RequeueAfter = earliest(res.RequeueAfter, hookRequeue(status.Conditions, time.Now(), r.HookBound))
+		var wrote bool
+		res, wrote, err = configStatusAccess.end(ctx, &r.Common, cfg, prev, configStatus(cfg, o, err), o.Refs.ok(), err)
+		if wrote && err == nil {
+			res.RequeueAfter = earliest(res.RequeueAfter, hookRequeue(cfg.Status.Conditions, time.Now(), r.HookBound))
 		}
 	}()
 	return ctrl.Result{}, r.reconcile(ctx, cfg, &o)

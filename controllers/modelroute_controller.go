@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +57,12 @@ func requiredRouteKinds(cfg *igwv1.InferenceGatewayConfig) []schema.GroupVersion
 	return kinds
 }
 
+var routeStatusAccess = statusAccess[*igwv1.ModelRoute, igwv1.ModelRouteStatus]{
+	of:         func(mr *igwv1.ModelRoute) *igwv1.ModelRouteStatus { return &mr.Status },
+	conditions: func(s *igwv1.ModelRouteStatus) []metav1.Condition { return s.Conditions },
+	warn:       []string{igwv1.ConditionResolvedRefs, igwv1.ConditionReady},
+}
+
 // Reconcile renders, applies and reports one ModelRoute. The route is read
 // from the API server, so that a route already deleted gets no new children;
 // the status is written on every path, errors included.
@@ -74,17 +80,7 @@ func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	prev := *mr.Status.DeepCopy()
 	var o routeObservation
 	defer func() {
-		if errors.Is(err, ErrOwnerGone) {
-			// What made it go is an event on this object, which queues it
-			// again; its status is that reconcile's to write.
-			res, err = ctrl.Result{}, nil
-			return
-		}
-		status := routeStatus(mr, o, err)
-		base := mr.DeepCopy()
-		base.Status, mr.Status = prev, status
-		res, err = r.settle(ctx, mr, base, prev, status, prev.Conditions, status.Conditions, o.Refs.ok(), err,
-			igwv1.ConditionResolvedRefs, igwv1.ConditionReady)
+		res, _, err = routeStatusAccess.end(ctx, &r.Common, mr, prev, routeStatus(mr, o, err), o.Refs.ok(), err)
 	}()
 	return ctrl.Result{}, r.reconcile(ctx, mr, &o)
 }

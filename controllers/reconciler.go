@@ -38,21 +38,40 @@ type Common struct {
 	HookBound time.Duration
 }
 
-// settle ends a reconcile: a warning for a condition that newly went wrong,
-// the status patch when the status changed, and a re-check while references
-// are missing (an error backs off instead).
-func (c *Common) settle(ctx context.Context, obj, base client.Object, prev, next any, prevConds, nextConds []metav1.Condition,
-	refsOK bool, err error, warnTypes ...string) (ctrl.Result, error) {
+// statusAccess reaches one kind's status and its conditions, so that one
+// deferred status write serves every reconciler.
+type statusAccess[O interface {
+	client.Object
+	DeepCopy() O
+}, S any] struct {
+	of         func(O) *S
+	conditions func(*S) []metav1.Condition
+	// warn are the condition types whose newly wrong reason is a warning event.
+	warn []string
+}
+
+// end is the deferred end of a reconcile of obj, whose status was prev when it
+// was read: a warning for a condition that newly went wrong, the status patch
+// to next when the status changed, and a re-check while references are
+// missing (an error backs off instead). wrote is false when the status is not
+// this reconcile's to write: the owner went while it ran (what made it go is
+// an event on the object, which queues it again), or the object changed since
+// it was read (the retry reads it afresh, and a condition about a write that
+// lost a race would only be noise).
+func (a statusAccess[O, S]) end(ctx context.Context, c *Common, obj O, prev, next S, refsOK bool, err error) (res ctrl.Result, wrote bool, _ error) {
+	if errors.Is(err, ErrOwnerGone) {
+		return ctrl.Result{}, false, nil
+	}
 	if apierrors.IsConflict(err) {
-		// The object changed since it was read: the retry reads it afresh, and
-		// a condition about a write that lost a race would only be noise.
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
-	warnOnNewReason(c.Events, obj, prevConds, nextConds, warnTypes...)
+	base := obj.DeepCopy()
+	*a.of(base), *a.of(obj) = prev, next
+	warnOnNewReason(c.Events, obj, a.conditions(&prev), a.conditions(&next), a.warn...)
 	if err = errors.Join(err, patchStatus(ctx, c.Client, base, obj, prev, next)); err != nil || refsOK {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, true, err
 	}
-	return ctrl.Result{RequeueAfter: requeueWhileMissing}, nil
+	return ctrl.Result{RequeueAfter: requeueWhileMissing}, true, nil
 }
 
 // getIfExists reads key into obj; found is false when it does not exist.

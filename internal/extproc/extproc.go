@@ -1,6 +1,7 @@
-// Package extproc builds the ext_proc messages igw's ext_proc servers (the
-// body-based router and the endpoint picker) send Envoy, and reads the header
-// values Envoy sends them, so that both speak the protocol the same way.
+// Package extproc reads the ext_proc streams of igw's ext_proc servers (the
+// body-based router and the endpoint picker), builds the messages they send
+// Envoy and reads the header values Envoy sends them, so that both speak the
+// protocol the same way.
 package extproc
 
 import (
@@ -26,6 +27,26 @@ func Recv(srv extprocv3.ExternalProcessor_ProcessServer) (*extprocv3.ProcessingR
 		return nil, nil
 	}
 	return req, err
+}
+
+// Serve reads one ext_proc stream until Envoy ends it, handing each message
+// to handle; the protocol_config that a stream's first message carries goes to
+// announced (when not nil) before its message is handled. It returns the first
+// error of the stream or of handle.
+func Serve(srv extprocv3.ExternalProcessor_ProcessServer, announced func(*extprocv3.ProtocolConfiguration),
+	handle func(*extprocv3.ProcessingRequest) error) error {
+	for {
+		req, err := Recv(srv)
+		if req == nil {
+			return err
+		}
+		if pc := req.GetProtocolConfig(); pc != nil && announced != nil {
+			announced(pc)
+		}
+		if err := handle(req); err != nil {
+			return err
+		}
+	}
 }
 
 // SetHeader sets key to value, replacing any value the request has. The value

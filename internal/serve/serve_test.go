@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -44,13 +43,8 @@ func TestGroupServesReportsAndStops(t *testing.T) {
 		}
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + g.Addr("metrics") + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		a := servetest.Get(t, "http://"+g.Addr("metrics")+path)
+		return a.Status, string(a.Body)
 	}
 	if code, body := get("/readyz"); code != 200 || strings.TrimSpace(body) != `{"detail":{"n":1},"ready":true}` {
 		t.Fatalf("readyz %d %s", code, body)

@@ -2,7 +2,7 @@
 // server has (the EPP and BBR runners, the standalone gateway; see
 // internal/serve): Run(ctx, ready) serves until ctx ends and closes ready
 // once it listens. It also waits for what such a server does in the
-// background.
+// background, and reads its HTTP answers whole (http.go).
 package servetest
 
 import (

@@ -63,18 +63,7 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			x.session.Close() // a stream that broke mid-body leaves its scan suspended
 		}
 	}()
-	for {
-		req, err := extproc.Recv(srv)
-		if req == nil {
-			return err
-		}
-		if pc := req.GetProtocolConfig(); pc != nil {
-			x.followAnnouncedModes(pc)
-		}
-		if err := x.handle(req); err != nil {
-			return err
-		}
-	}
+	return extproc.Serve(srv, x.followAnnouncedModes, x.handle)
 }
 
 // exchange is one request's state across its stream.

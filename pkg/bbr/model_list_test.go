@@ -3,7 +3,6 @@ package bbr
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 )
 
@@ -115,29 +116,19 @@ func TestModelListFileKeepsTheLastGoodList(t *testing.T) {
 }
 
 func TestRunnerServesTheModelList(t *testing.T) {
-	cm := newMountedConfigMap(t, map[string]string{
+	cm := testfile.NewConfigMap(t, map[string]string{
 		AdapterMappingFileName: "adapters: {sql-lora: qwen3-32b}",
 		ModelListFileName:      "models: [{id: qwen3-32b}, {id: sql-lora, parent: qwen3-32b}]",
 	})
 	o := NewOptions()
-	o.AdapterMappingFile, o.ModelListFile = cm.path(AdapterMappingFileName), cm.path(ModelListFileName)
+	o.AdapterMappingFile, o.ModelListFile = cm.Path(AdapterMappingFileName), cm.Path(ModelListFileName)
 	o.AdapterMappingPollInterval = 5 * time.Millisecond
 	r := startRunner(t, o)
 	base := "http://" + r.Addr("models")
 	do := func(method, path string) (int, http.Header, []byte) {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(`{"model":"qwen3-32b"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
+		a := servetest.Do(t, nil, servetest.NewRequest(t, method, base+path, `{"model":"qwen3-32b"}`))
+		return a.Status, a.Header, a.Body
 	}
 	models := func() []string {
 		status, h, body := do(http.MethodGet, "/v1/models")
@@ -150,12 +141,12 @@ func TestRunnerServesTheModelList(t *testing.T) {
 		t.Fatalf("at start: %v", got)
 	}
 
-	cm.update(map[string]string{
+	cm.Update(map[string]string{
 		AdapterMappingFileName: "adapters: {sql-lora: qwen3-32b}",
 		ModelListFileName:      "models: [{id: qwen3-32b}, {id: sql-lora, parent: qwen3-32b}, {id: llama}]",
 	})
 	waitFor(t, "the updated list", func() bool { return slices.Contains(models(), "llama") })
-	cm.update(map[string]string{
+	cm.Update(map[string]string{
 		AdapterMappingFileName: "adapters: {sql-lora: qwen3-32b}",
 		ModelListFileName:      "models: [{id: llama, parent: llama}]",
 	})
@@ -213,13 +204,8 @@ func TestRunnerModelListBeforeItsFileAndWithoutOne(t *testing.T) {
 	if r.ModelList != nil {
 		t.Fatal("a watch without --model-list-file")
 	}
-	resp, err := http.Get("http://" + r.Addr("models") + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if got := listed(t, resp.StatusCode, body); len(got) != 0 {
+	a := servetest.Get(t, "http://"+r.Addr("models")+"/v1/models")
+	if got := listed(t, a.Status, a.Body); len(got) != 0 {
 		t.Fatalf("without a file: %v, want an empty list", got)
 	}
 
@@ -228,13 +214,8 @@ func TestRunnerModelListBeforeItsFileAndWithoutOne(t *testing.T) {
 	o.ModelListFile, o.AdapterMappingPollInterval = path, 5*time.Millisecond
 	r = startRunner(t, o)
 	get := func() (int, []byte) {
-		resp, err := http.Get("http://" + r.Addr("models") + "/v1/models")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		a := servetest.Get(t, "http://"+r.Addr("models")+"/v1/models")
+		return a.Status, a.Body
 	}
 	if status, body := get(); status != http.StatusServiceUnavailable || !bytes.Contains(body, []byte(`"code":"model_list_unavailable"`)) {
 		t.Fatalf("before the file exists: %d %s, want 503: an empty list would tell clients nothing is served", status, body)

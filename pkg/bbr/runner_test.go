@@ -3,11 +3,8 @@ package bbr
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,53 +15,11 @@ import (
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/servingtls/servingtlstest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
-
-// mountedConfigMap lays out a ConfigMap volume (the router's: the adapter
-// mapping and the model list) and updates it as the kubelet does: a new
-// directory with every key, then an atomic swap of ..data. Each key is a
-// symlink through ..data.
-type mountedConfigMap struct {
-	t   *testing.T
-	dir string
-	gen int
-}
-
-func newMountedConfigMap(t *testing.T, files map[string]string) *mountedConfigMap {
-	m := &mountedConfigMap{t: t, dir: t.TempDir()}
-	m.update(files)
-	for name := range files {
-		if err := os.Symlink(filepath.Join("..data", name), m.path(name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return m
-}
-
-func (m *mountedConfigMap) path(name string) string { return filepath.Join(m.dir, name) }
-
-func (m *mountedConfigMap) update(files map[string]string) {
-	m.gen++
-	gen := filepath.Join(m.dir, "..2026_gen"+strings.Repeat("_", m.gen))
-	tmp := filepath.Join(m.dir, "..data_tmp")
-	if err := os.Mkdir(gen, 0o755); err != nil {
-		m.t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(gen, name), []byte(content), 0o644); err != nil {
-			m.t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(filepath.Base(gen), tmp); err != nil {
-		m.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(m.dir, "..data")); err != nil {
-		m.t.Fatal(err)
-	}
-}
 
 func startRunner(t *testing.T, o *Options) *Runner {
 	t.Helper()
@@ -83,22 +38,17 @@ func startRunner(t *testing.T, o *Options) *Runner {
 
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	a := servetest.Get(t, url)
+	if a.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, a.Status, a.Body)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
+	return string(a.Body)
 }
 
 func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
-	mapping := newMountedConfigMap(t, map[string]string{AdapterMappingFileName: "adapters: {sql-lora: llama-8b}"})
+	mapping := testfile.NewConfigMap(t, map[string]string{AdapterMappingFileName: "adapters: {sql-lora: llama-8b}"})
 	o := NewOptions()
-	o.AdapterMappingFile, o.AdapterMappingPollInterval = mapping.path(AdapterMappingFileName), 5*time.Millisecond
+	o.AdapterMappingFile, o.AdapterMappingPollInterval = mapping.Path(AdapterMappingFileName), 5*time.Millisecond
 	r := startRunner(t, o)
 
 	for _, service := range []string{"", serve.ExtProcService} {
@@ -124,9 +74,9 @@ func TestRunnerServesRoutingHealthAndMetrics(t *testing.T) {
 	}
 
 	// An update is picked up by the running watch; wait for it (the watch polls).
-	mapping.update(map[string]string{AdapterMappingFileName: "adapters: {sql-lora: llama-70b}"})
+	mapping.Update(map[string]string{AdapterMappingFileName: "adapters: {sql-lora: llama-70b}"})
 	waitFor(t, "the updated mapping", func() bool { return baseModel() == "llama-70b" })
-	mapping.update(map[string]string{AdapterMappingFileName: "adapters: [broken"})
+	mapping.Update(map[string]string{AdapterMappingFileName: "adapters: [broken"})
 	waitFor(t, "the broken mapping to be reported", func() bool {
 		return r.AdapterMapping.Status().Error != ""
 	})

@@ -17,6 +17,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/igw-dev/igw/internal/extproc"
 )
 
 // scripted is an ext_proc server whose behaviour each test writes as a function.
@@ -513,18 +515,7 @@ func passThroughWithResponse(rec *recorder) scripted {
 // reply makes of it, until the client half-closes.
 func replyEach(reply func(*extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse) scripted {
 	return scripted{fn: func(s extprocv3.ExternalProcessor_ProcessServer) error {
-		for {
-			m, err := s.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.Send(reply(m)); err != nil {
-				return err
-			}
-		}
+		return extproc.Serve(s, nil, func(m *extprocv3.ProcessingRequest) error { return s.Send(reply(m)) })
 	}}
 }
 

@@ -10,45 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/igw-dev/igw/internal/testfile"
 )
-
-// configMapDir is a directory laid out as the kubelet lays out a ConfigMap volume:
-// name -> ..data/name, ..data -> a generation directory swapped atomically.
-type configMapDir struct {
-	t    *testing.T
-	dir  string
-	name string
-	gen  int
-}
-
-func newConfigMapDir(t *testing.T, name, content string) *configMapDir {
-	c := &configMapDir{t: t, dir: t.TempDir(), name: name}
-	c.write(content)
-	if err := os.Symlink(filepath.Join("..data", name), c.path()); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func (c *configMapDir) path() string { return filepath.Join(c.dir, c.name) }
-
-func (c *configMapDir) write(content string) {
-	c.gen++
-	gen := "..gen" + strings.Repeat("x", c.gen)
-	if err := os.Mkdir(filepath.Join(c.dir, gen), 0o755); err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, gen, c.name), []byte(content), 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	tmp := filepath.Join(c.dir, "..data_tmp")
-	if err := os.Symlink(gen, tmp); err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
-		c.t.Fatal(err)
-	}
-}
 
 // recorder is an Apply that accepts anything but "bad".
 type recorder struct{ applied []string }
@@ -62,11 +26,11 @@ func (r *recorder) apply(data []byte) error {
 }
 
 func TestLoadFollowsSymlinkSwapsAndKeepsLastGood(t *testing.T) {
-	cm := newConfigMapDir(t, "settings.yaml", "v1")
+	cm := testfile.NewConfigMap(t, map[string]string{"settings.yaml": "v1"})
 	var rec recorder
 	var logs bytes.Buffer
 	var results []error
-	f := &File{Path: cm.path(), What: "settings", Apply: rec.apply,
+	f := &File{Path: cm.Path("settings.yaml"), What: "settings", Apply: rec.apply,
 		Log:    slog.New(slog.NewTextHandler(&logs, nil)),
 		OnLoad: func(err error, _ time.Time) { results = append(results, err) }}
 
@@ -81,7 +45,7 @@ func TestLoadFollowsSymlinkSwapsAndKeepsLastGood(t *testing.T) {
 		t.Fatalf("unchanged file re-applied: %v %q", err, rec.applied)
 	}
 
-	cm.write("bad v2")
+	cm.Update(map[string]string{"settings.yaml": "bad v2"})
 	err := f.Load()
 	if err == nil || !strings.Contains(err.Error(), "settings") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("rejected file: err %v", err)
@@ -97,7 +61,7 @@ func TestLoadFollowsSymlinkSwapsAndKeepsLastGood(t *testing.T) {
 		t.Fatalf("unchanged rejected file: err %v, %d results (want the same error, reported once)", err2, len(results))
 	}
 
-	cm.write("v3")
+	cm.Update(map[string]string{"settings.yaml": "v3"})
 	if err := f.Load(); err != nil || strings.Join(rec.applied, ",") != "v1,v3" {
 		t.Fatalf("fixed file: %v, applied %q", err, rec.applied)
 	}
@@ -107,10 +71,10 @@ func TestLoadFollowsSymlinkSwapsAndKeepsLastGood(t *testing.T) {
 }
 
 func TestMissingFileKeepsWhatIsInEffect(t *testing.T) {
-	cm := newConfigMapDir(t, "m.yaml", "v1")
+	cm := testfile.NewConfigMap(t, map[string]string{"m.yaml": "v1"})
 	var rec recorder
 	reports := 0
-	f := &File{Path: cm.path(), What: "mapping", Apply: rec.apply, Log: slog.New(slog.DiscardHandler),
+	f := &File{Path: cm.Path("m.yaml"), What: "mapping", Apply: rec.apply, Log: slog.New(slog.DiscardHandler),
 		OnLoad: func(err error, _ time.Time) {
 			if err != nil {
 				reports++
@@ -119,8 +83,8 @@ func TestMissingFileKeepsWhatIsInEffect(t *testing.T) {
 	if err := f.Load(); err != nil {
 		t.Fatal(err)
 	}
-	hidden := cm.path() + ".hidden"
-	if err := os.Rename(cm.path(), hidden); err != nil {
+	hidden := cm.Path("m.yaml") + ".hidden"
+	if err := os.Rename(cm.Path("m.yaml"), hidden); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -131,7 +95,7 @@ func TestMissingFileKeepsWhatIsInEffect(t *testing.T) {
 	if st := f.Status(); !st.Loaded || st.Error == "" || reports != 1 {
 		t.Fatalf("missing file: status %+v, reported %d times (want once)", st, reports)
 	}
-	if err := os.Rename(hidden, cm.path()); err != nil {
+	if err := os.Rename(hidden, cm.Path("m.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Load(); err != nil || len(rec.applied) != 1 {
@@ -154,10 +118,10 @@ func TestNoFileAtStart(t *testing.T) {
 }
 
 func TestRunPicksUpChanges(t *testing.T) {
-	cm := newConfigMapDir(t, "m.yaml", "v1")
+	cm := testfile.NewConfigMap(t, map[string]string{"m.yaml": "v1"})
 	loaded := make(chan error, 10)
 	var rec recorder
-	f := &File{Path: cm.path(), What: "mapping", Interval: time.Millisecond, Apply: rec.apply,
+	f := &File{Path: cm.Path("m.yaml"), What: "mapping", Interval: time.Millisecond, Apply: rec.apply,
 		Log: slog.New(slog.DiscardHandler), OnLoad: func(err error, _ time.Time) { loaded <- err }}
 	if err := f.Load(); err != nil {
 		t.Fatal(err)
@@ -166,7 +130,7 @@ func TestRunPicksUpChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
-	cm.write("v2")
+	cm.Update(map[string]string{"m.yaml": "v2"})
 	select {
 	case err := <-loaded:
 		if err != nil {

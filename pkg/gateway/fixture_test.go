@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -157,15 +156,6 @@ func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard,
 // serveGateway runs g until the test ends.
 func serveGateway(t *testing.T, g *Gateway) { servetest.Serve(t, "gateway", g.Run) }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func endpointsFile(t *testing.T, ups ...*upstream) string {
 	t.Helper()
 	var b strings.Builder
@@ -175,7 +165,7 @@ func endpointsFile(t *testing.T, ups ...*upstream) string {
 	if len(ups) == 0 {
 		b.WriteString("[]\n")
 	}
-	return writeFile(t, "endpoints.yaml", b.String())
+	return testfile.Write(t, "", "endpoints.yaml", b.String())
 }
 
 type response struct {
@@ -192,11 +182,8 @@ func post(t *testing.T, g *Gateway, path, body string, headers ...string) respon
 // postVia is post through client (one dialing from another source address, say).
 func postVia(t *testing.T, client *http.Client, g *Gateway, path, body string, headers ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+g.Addr()+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	req := servetest.NewRequest(t, http.MethodPost, "http://"+g.Addr()+path, body)
+	req.Header.Set("Content-Type", "application/json") // on an empty body too
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
@@ -206,13 +193,8 @@ func postVia(t *testing.T, client *http.Client, g *Gateway, path, body string, h
 // send sends req through client and reads the whole answer.
 func send(t *testing.T, client *http.Client, req *http.Request) response {
 	t.Helper()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, string(b)}
+	a := servetest.Do(t, client, req)
+	return response{a.Status, a.Header, string(a.Body)}
 }
 
 // openStream posts a streamed completion to the gateway at baseURL and

@@ -66,8 +66,8 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 		}
 		p.picker = &eppPicker{d: d}
 		if o.ModelsInterval > 0 {
-			p.lister = &telemetry.ModelLister{Store: p.store, Interval: c.Wall(o.ModelsInterval),
-				Timeout: c.Wall(o.ModelsTimeout), Now: c.Now}
+			p.lister = &telemetry.ModelLister{Poll: telemetry.Poll{Store: p.store, Interval: c.Wall(o.ModelsInterval),
+				Timeout: c.Wall(o.ModelsTimeout), Now: c.Now}}
 		}
 	} else {
 		if pc.EPPConfig != "" {
@@ -85,8 +85,8 @@ func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error
 		telemetryWanted = policy.Telemetry
 	}
 	if telemetryWanted {
-		p.scraper = &telemetry.Scraper{Store: p.store, Sink: p.picker, Interval: c.Wall(o.ScrapeInterval),
-			Timeout: c.Wall(o.ScrapeTimeout), Path: o.MetricsPath, Log: log, Now: c.Now, Observe: p.observeScrape}
+		p.scraper = &telemetry.Scraper{Sink: p.picker, Log: log, Poll: telemetry.Poll{Store: p.store, Interval: c.Wall(o.ScrapeInterval),
+			Timeout: c.Wall(o.ScrapeTimeout), Path: o.MetricsPath, Now: c.Now, Observe: p.observeScrape}}
 		p.scraped = map[string]time.Time{}
 	}
 	return p, nil

@@ -4,12 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
@@ -60,14 +59,8 @@ func startMember(t *testing.T, name, region, tokenFile string) *memberCluster {
 // member's picker holds goes there; a member whose token is refused is out.
 func TestMembersOverHTTP(t *testing.T) {
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("6c6f6f706261636b2d746f6b656e2d31\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	wrong := filepath.Join(dir, "wrong")
-	if err := os.WriteFile(wrong, []byte("0000000000000000000000000000000000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := testfile.Write(t, dir, "token", "6c6f6f706261636b2d746f6b656e2d31\n")
+	wrong := testfile.Write(t, dir, "wrong", "0000000000000000000000000000000000\n")
 	a := startMember(t, "a", "us-east-1", tokenFile)
 	b := startMember(t, "b", "us-east-1", tokenFile)
 	conversation := strings.Repeat("system: you are terse. user: summarise the incident report. ", 300)

@@ -12,7 +12,6 @@ package global
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,9 +58,7 @@ type Picker struct {
 	endpoints []datastore.Endpoint
 	models    map[string]*modelStore
 
-	cyclesMu sync.Mutex
-	cycles   []*cycle
-	created  uint64
+	cycles scheduling.CyclePool[cycle]
 }
 
 type modelStore struct {
@@ -332,21 +329,11 @@ func (p *Picker) Retry(d *Decision, o health.Outcome, now time.Time) (*Decision,
 }
 
 func (p *Picker) getCycle() *cycle {
-	p.cyclesMu.Lock()
-	defer p.cyclesMu.Unlock()
-	if n := len(p.cycles); n > 0 {
-		c := p.cycles[n-1]
-		p.cycles = p.cycles[:n-1]
-		return c
-	}
-	p.created++
-	return &cycle{Cycle: scheduling.NewCycle(rand.New(rand.NewPCG(p.opts.Seed, p.created)))}
+	return p.cycles.Get(p.opts.Seed, func(c *scheduling.Cycle) *cycle { return &cycle{Cycle: c} })
 }
 
 func (p *Picker) putCycle(c *cycle) {
 	clear(c.members)
 	clear(c.byID)
-	p.cyclesMu.Lock()
-	p.cycles = append(p.cycles, c)
-	p.cyclesMu.Unlock()
+	p.cycles.Put(c)
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -19,22 +19,14 @@ const (
 	tokenB = "fedcba9876543210fedcba9876543210"
 )
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestHandlerOverHTTP serves a picker's summary on a real HTTP server and
 // fetches it with the hub's client: the right token reads it, a wrong or
 // missing one gets a 401 that is not taken for garbage, a rotated Secret
 // takes effect, and an unchanged document is built once per interval.
 func TestHandlerOverHTTP(t *testing.T) {
 	dir := t.TempDir()
-	serverTokens, clientToken := filepath.Join(dir, "server"), filepath.Join(dir, "client")
-	writeFile(t, serverTokens, "# rotated 2026-05\n"+tokenA+"\n")
-	writeFile(t, clientToken, tokenA+"\n")
+	serverTokens := testfile.Write(t, dir, "server", "# rotated 2026-05\n"+tokenA+"\n")
+	clientToken := testfile.Write(t, dir, "client", tokenA+"\n")
 	auth, err := NewTokenFile(serverTokens, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +59,7 @@ func TestHandlerOverHTTP(t *testing.T) {
 	}
 
 	// Rotation: the Secret now holds B only; the client still sends A.
-	writeFile(t, serverTokens, tokenB+"\n")
+	testfile.Write(t, dir, "server", tokenB+"\n")
 	if err := auth.file.Load(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +68,13 @@ func TestHandlerOverHTTP(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Garbage || !strings.Contains(err.Error(), "status 401") || !strings.Contains(err.Error(), "not valid") {
 		t.Fatalf("old token: %v", err)
 	}
-	writeFile(t, clientToken, tokenB)
+	testfile.Write(t, dir, "client", tokenB)
 	if _, err := c.Fetch(ctx, url); err != nil {
 		t.Fatalf("rotated token: %v", err)
 	}
 
 	// A token file emptied by mistake keeps the tokens in effect.
-	writeFile(t, serverTokens, "\n")
+	testfile.Write(t, dir, "server", "\n")
 	if err := auth.file.Load(); err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("empty token file accepted: %v", err)
 	}
@@ -151,9 +143,7 @@ func TestNoTokenFileRefusesEverything(t *testing.T) {
 // TestClientTellsGarbageFromSilence: a member answering 200 with a document
 // that does not decode is garbage; one that does not answer is not.
 func TestClientTellsGarbageFromSilence(t *testing.T) {
-	dir := t.TempDir()
-	tok := filepath.Join(dir, "token")
-	writeFile(t, tok, tokenA)
+	tok := testfile.Write(t, "", "token", tokenA)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"version":1,"cluster":"x","models":[{"model":"m","waiting":-3}]}`))

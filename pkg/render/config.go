@@ -224,10 +224,9 @@ func bbrDeployment(cfg *igwv1.InferenceGatewayConfig, images Images, m metav1.Ob
 		ReadinessProbe: grpcProbe(BBRHealthPort),
 		LivenessProbe:  grpcProbe(BBRHealthPort),
 		Resources:      firstResources(cfg.Spec.BBR.Resources, cfg.Spec.PodDefaults.Resources),
-		VolumeMounts:   []corev1.VolumeMount{{Name: bbrMappingVolume, MountPath: bbrMappingMountPath, ReadOnly: true}},
 	}
-	volumes := withServingCertificate(cfg, &c, []corev1.Volume{{Name: bbrMappingVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n.AdapterMapping}}}}})
+	volumes := withServingCertificate(cfg, &c, []corev1.Volume{
+		mountReadOnly(&c, bbrMappingVolume, bbrMappingMountPath, configMapSource(n.AdapterMapping))})
 	return deployment(podParams{
 		Meta:      m,
 		PodLabels: bbrSelector(cfg),

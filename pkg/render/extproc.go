@@ -47,9 +47,8 @@ func withServingCertificate(cfg *igwv1.InferenceGatewayConfig, c *corev1.Contain
 	c.Args = append(c.Args,
 		"--"+servingtls.CertFileFlag+"="+extProcTLSMountPath+"/"+corev1.TLSCertKey,
 		"--"+servingtls.KeyFileFlag+"="+extProcTLSMountPath+"/"+corev1.TLSPrivateKeyKey)
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: extProcTLSVolume, MountPath: extProcTLSMountPath, ReadOnly: true})
-	return append(volumes, corev1.Volume{Name: extProcTLSVolume, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: t.CertificateSecretName}}})
+	return append(volumes, mountReadOnly(c, extProcTLSVolume, extProcTLSMountPath, corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: t.CertificateSecretName}}))
 }
 
 // extProcAppProtocol is the ext_proc Service port's appProtocol: h2c

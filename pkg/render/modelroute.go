@@ -226,10 +226,9 @@ func eppDeployment(in RouteInput, m metav1.ObjectMeta) *appsv1.Deployment {
 		ReadinessProbe: readiness,
 		LivenessProbe:  httpProbe("/healthz", EPPMetricsPort),
 		Resources:      firstResources(over.Resources, cfg.Spec.EPP.Resources, cfg.Spec.PodDefaults.Resources),
-		VolumeMounts:   []corev1.VolumeMount{{Name: eppConfigVolume, MountPath: eppConfigMountPath, ReadOnly: true}},
 	}
-	volumes := withServingCertificate(cfg, &c, []corev1.Volume{{Name: eppConfigVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}}}})
+	volumes := withServingCertificate(cfg, &c, []corev1.Volume{
+		mountReadOnly(&c, eppConfigVolume, eppConfigMountPath, configMapSource(m.Name))})
 	return deployment(podParams{
 		Meta:           m,
 		PodLabels:      eppSelector(mr),

@@ -57,6 +57,18 @@ func firstResources(candidates ...*corev1.ResourceRequirements) corev1.ResourceR
 	return *defaultResources.DeepCopy()
 }
 
+// mountReadOnly mounts a volume of source at path in c, read-only, and
+// returns the volume for c's pod.
+func mountReadOnly(c *corev1.Container, name, path string, source corev1.VolumeSource) corev1.Volume {
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path, ReadOnly: true})
+	return corev1.Volume{Name: name, VolumeSource: source}
+}
+
+// configMapSource is a volume holding the keys of the ConfigMap name.
+func configMapSource(name string) corev1.VolumeSource {
+	return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
+}
+
 func firstString(candidates ...string) string {
 	for _, s := range candidates {
 		if s != "" {

@@ -14,9 +14,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -46,13 +45,8 @@ func startServer(t testing.TB, mutate func(*Options)) (*Server, string) {
 
 func post(t testing.TB, url, body string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	a := servetest.Post(t, url, body)
+	return a.Status, a.Body
 }
 
 // usageJSON is a response's usage as OpenAI clients read it.
@@ -248,10 +242,6 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 	if code, _ := post(t, base+"/v1/load_lora_adapter", `{"lora_name":"chat","lora_path":"/adapters/chat"}`); code != 400 {
 		t.Errorf("loading twice: %d", code)
 	}
-	resp, err := http.Get(base + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var models struct {
 		Object string
 		Data   []struct {
@@ -260,8 +250,7 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 			Parent *string
 		}
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&models)
-	resp.Body.Close()
+	_ = json.Unmarshal(servetest.Get(t, base+"/v1/models").Body, &models)
 	if models.Object != "list" || len(models.Data) != 3 || models.Data[0].ID != "llama-3.1-8b" ||
 		models.Data[1].ID != "chat" || *models.Data[1].Parent != "llama-3.1-8b" || models.Data[2].Root != "/adapters/sql" {
 		t.Fatalf("models %+v", models)
@@ -275,22 +264,6 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 	if code, _ := post(t, base+"/v1/completions", `{"model":"chat","prompt":"x","max_tokens":1}`); code != 404 {
 		t.Errorf("unloaded adapter answered %d", code)
 	}
-}
-
-// scrape parses /metrics with the Prometheus text parser.
-func scrape(t testing.TB, base string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return families
 }
 
 func value(t testing.TB, families map[string]*dto.MetricFamily, name string) float64 {
@@ -323,7 +296,7 @@ func label(m *dto.Metric, name string) string {
 func TestMetricsParseAndReportState(t *testing.T) {
 	_, base := startServer(t, nil)
 	post(t, base+"/v1/completions", `{"prompt":"`+tokenizer.GenerateText(1, 100)+`","max_tokens":4}`)
-	fams := scrape(t, base)
+	fams := servetest.Metrics(t, base+"/metrics")
 	for name, want := range map[string]float64{
 		wire.VLLMNumRequestsRunning: 0, wire.VLLMNumRequestsWaiting: 0, wire.VLLMKVCacheUsagePerc: 0,
 		wire.VLLMPrefixCacheQueries: 100, wire.VLLMPrefixCacheHits: 0, wire.VLLMPromptTokens: 100,
@@ -352,7 +325,7 @@ func TestSGLangMetricNames(t *testing.T) {
 	_, base := startServer(t, func(o *Options) { o.Engine = EngineSGLang })
 	post(t, base+"/v1/completions", `{"prompt":"abcdefgh","max_tokens":1}`)
 	post(t, base+"/v1/completions", `{"prompt":"abcdefgh","max_tokens":1}`)
-	fams := scrape(t, base)
+	fams := servetest.Metrics(t, base+"/metrics")
 	for _, name := range []string{wire.SGLangNumRunningReqs, wire.SGLangNumQueueReqs, wire.SGLangTokenUsage, wire.SGLangCacheHitRate, wire.SGLangTimeToFirstToken} {
 		if fams[name] == nil {
 			t.Errorf("%s missing", name)
@@ -381,7 +354,7 @@ func TestFullKVCacheVisibleInMetrics(t *testing.T) {
 	var waiting, preemptions float64
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) && (waiting == 0 || preemptions == 0) {
-		fams := scrape(t, base)
+		fams := servetest.Metrics(t, base+"/metrics")
 		waiting = max(waiting, value(t, fams, wire.VLLMNumRequestsWaiting))
 		preemptions = value(t, fams, wire.VLLMNumPreemptions)
 		if value(t, fams, wire.VLLMKVCacheUsagePerc) > 1 {
@@ -411,7 +384,7 @@ func TestLoRARequestsInfo(t *testing.T) {
 	var newest *dto.Metric
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		fams := scrape(t, base)
+		fams := servetest.Metrics(t, base+"/metrics")
 		newest = nil
 		for _, m := range fams[wire.VLLMLoRARequestsInfo].Metric {
 			if newest == nil || m.Gauge.GetValue() > newest.Gauge.GetValue() {
@@ -434,7 +407,7 @@ func TestLoRARequestsInfo(t *testing.T) {
 	}
 	<-done
 	<-done
-	fams := scrape(t, base)
+	fams := servetest.Metrics(t, base+"/metrics")
 	if value(t, fams, wire.VLLMGenerationTokens) != 800 {
 		t.Errorf("generation tokens %g", value(t, fams, wire.VLLMGenerationTokens))
 	}

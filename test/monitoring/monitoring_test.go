@@ -24,7 +24,6 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/gateway/proto/extension"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -38,6 +37,7 @@ import (
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/runner"
@@ -216,17 +216,7 @@ func TestExpressionsParse(t *testing.T) {
 // names a histogram or summary family adds (_bucket, _sum, _count).
 func exported(t *testing.T, url string, into map[string]string, who string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("%s: %v", url, err)
-	}
-	for name, f := range fams {
+	for name, f := range servetest.Metrics(t, url) {
 		if len(f.GetMetric()) == 0 {
 			continue
 		}
@@ -252,10 +242,7 @@ func TestEveryNamedMetricIsExported(t *testing.T) {
 	// The endpoint picker over a simulated model server, with traffic.
 	sim := simproc.Start(t, simproc.Options{Config: sim.Config{GPU: "A10G", Model: "llama-3.1-8b"}, ServedModelName: "m"})
 	dir := t.TempDir()
-	eps := filepath.Join(dir, "endpoints.yaml")
-	if err := os.WriteFile(eps, []byte(fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n", sim.Port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	eps := testfile.Write(t, dir, "endpoints.yaml", fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n", sim.Port))
 	eo := options.New()
 	eo.EndpointsFile, eo.BindAddress, eo.GRPCPort, eo.HealthPort, eo.MetricsPort = eps, "127.0.0.1", 0, 0, 0
 	epp, picker := startExtProc(t, "endpoint picker", eo, runner.New, logger)

@@ -3,12 +3,11 @@ package config
 import (
 	"bytes"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
@@ -103,29 +102,13 @@ func TestRejects(t *testing.T) {
 }
 
 func TestWatcherKeepsLastGood(t *testing.T) {
-	dir := t.TempDir()
 	// A ConfigMap volume: the file is a symlink through ..data, swapped atomically.
-	write := func(gen, content string) {
-		d := filepath.Join(dir, gen)
-		os.Mkdir(d, 0o755)
-		os.WriteFile(filepath.Join(d, "config.yaml"), []byte(content), 0o644)
-		tmp := filepath.Join(dir, "..data_tmp")
-		os.Remove(tmp)
-		if err := os.Symlink(gen, tmp); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("g1", "scorers: [{plugin: queue, weight: 1}]")
-	if err := os.Symlink(filepath.Join("..data", "config.yaml"), filepath.Join(dir, "config.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	volume := testfile.NewConfigMap(t, map[string]string{"config.yaml": "scorers: [{plugin: queue, weight: 1}]"})
+	write := func(content string) { volume.Update(map[string]string{"config.yaml": content}) }
 	var applied []*director.Pipeline
 	var failures int
 	var logs bytes.Buffer
-	w := &Watcher{Path: filepath.Join(dir, "config.yaml"), Registry: plugins.NewRegistry(),
+	w := &Watcher{Path: volume.Path("config.yaml"), Registry: plugins.NewRegistry(),
 		Apply: func(p *director.Pipeline) { applied = append(applied, p) },
 		OnLoad: func(err error, _ time.Time) {
 			if err != nil {
@@ -139,7 +122,7 @@ func TestWatcherKeepsLastGood(t *testing.T) {
 	if err := w.Load(); err != nil || len(applied) != 1 {
 		t.Fatal("unchanged file re-applied")
 	}
-	write("g2", "scorers: [{plugin: queue, weight: -5}]")
+	write("scorers: [{plugin: queue, weight: -5}]")
 	if err := w.Load(); err == nil || len(applied) != 1 || failures != 1 {
 		t.Fatalf("invalid file applied (%d) or not reported (%d)", len(applied), failures)
 	}
@@ -150,7 +133,7 @@ func TestWatcherKeepsLastGood(t *testing.T) {
 	if !strings.Contains(logs.String(), "keeping the last good one") {
 		t.Fatalf("no log line: %s", logs.String())
 	}
-	write("g3", "scorers: [{plugin: running-requests, weight: 1}]")
+	write("scorers: [{plugin: running-requests, weight: 1}]")
 	if err := w.Load(); err != nil || len(applied) != 2 || applied[1].Profile.Scorers[0].Scorer.Type() != "running-requests" {
 		t.Fatalf("fixed file: %v %d", err, len(applied))
 	}

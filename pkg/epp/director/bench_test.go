@@ -3,9 +3,7 @@ package director_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 )
 
 const legacyBlend = `
@@ -21,26 +20,6 @@ scorers:
 - {plugin: kv-cache-utilization, weight: 2}
 - {plugin: prefix-cache, weight: 3}
 `
-
-// prompts8k returns n prompts of about 8k tokens (32k characters) in 16
-// groups sharing a 6k-character system prompt, like a multi-tenant fleet.
-func prompts8k(n int) []string {
-	rng := rand.New(rand.NewPCG(1, 1))
-	var groups []string
-	for g := range 16 {
-		groups = append(groups, strings.Repeat(fmt.Sprintf("tenant %d system prompt. ", g), 250)[:6000])
-	}
-	out := make([]string, n)
-	for i := range out {
-		var sb strings.Builder
-		sb.WriteString(groups[rng.IntN(len(groups))])
-		for sb.Len() < 32768 {
-			fmt.Fprintf(&sb, "user text %d ", rng.Uint64())
-		}
-		out[i] = sb.String()[:32768]
-	}
-	return out
-}
 
 // roundRobin is the trivial baseline: the cheapest possible pick over the
 // same endpoint list.
@@ -66,7 +45,7 @@ func p99(d []time.Duration) time.Duration {
 // 8k-token prompt, against a round-robin pick measured in the same run.
 // It reports p99 in µs and the ratio p99/round-robin p99.
 func BenchmarkSchedule(b *testing.B) {
-	prompts := prompts8k(256)
+	prompts := plugintest.TenantPrompts(256)
 	for _, cfg := range []struct{ name, yaml string }{{"igw-default", config.Default}, {"legacy-blend", legacyBlend}} {
 		for _, n := range []int{16, 128, 1024} {
 			b.Run(fmt.Sprintf("%s/endpoints=%d", cfg.name, n), func(b *testing.B) {

@@ -11,9 +11,7 @@ package director
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,9 +104,7 @@ type Director struct {
 	// fleetBlockTokens is the block size last reported by a server.
 	fleetBlockTokens atomic.Int32
 
-	mu      sync.Mutex
-	cycles  []*cycle
-	created uint64
+	cycles scheduling.CyclePool[cycle]
 }
 
 type cycle struct {
@@ -421,22 +417,11 @@ func (d *Director) restrictToSubset(c *cycle, subset []string) {
 }
 
 func (d *Director) getCycle() *cycle {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := len(d.cycles); n > 0 {
-		c := d.cycles[n-1]
-		d.cycles = d.cycles[:n-1]
-		return c
-	}
-	d.created++
-	rng := rand.New(rand.NewPCG(d.opts.Seed, d.created))
-	return &cycle{Cycle: scheduling.NewCycle(rng)}
+	return d.cycles.Get(d.opts.Seed, func(c *scheduling.Cycle) *cycle { return &cycle{Cycle: c} })
 }
 
 func (d *Director) putCycle(c *cycle) {
 	clear(c.byID)
 	c.Request = nil // its body and prompt must not outlive the request in a cycle kept for reuse
-	d.mu.Lock()
-	d.cycles = append(d.cycles, c)
-	d.mu.Unlock()
+	d.cycles.Put(c)
 }

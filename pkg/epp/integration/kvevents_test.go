@@ -1,18 +1,17 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/epp/options"
@@ -51,7 +50,6 @@ func TestPreciseScorerFollowsKVEvents(t *testing.T) {
 	pa, pb := simproc.Start(t, a), simproc.Start(t, b)
 	keyA, keyB := pa.Addr, pb.Addr
 
-	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
 plugins:
 - name: precise
@@ -61,12 +59,10 @@ plugins:
 filters: [saturation-filter]
 scorers: [{plugin: precise, weight: 1}]
 `, kvEventsPort, kvReplayPort) + trustTestHeaders
-	must(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "endpoints.yaml"), []byte(fmt.Sprintf(
-		"- {address: %s, port: %d}\n- {address: %s, port: %d}\n", a.Host, pa.Port, b.Host, pb.Port)), 0o644))
-	r := startRunner(t, filepath.Join(dir, "config.yaml"), filepath.Join(dir, "endpoints.yaml"))
+	r := startRunner(t, testfile.Write(t, "", "config.yaml", cfg), testfile.Write(t, "", "endpoints.yaml", fmt.Sprintf(
+		"- {address: %s, port: %d}\n- {address: %s, port: %d}\n", a.Host, pa.Port, b.Host, pb.Port)))
 	hub := r.KVEvents
-	waitUntil(t, 10*time.Second, "both streams exact", func() bool {
+	servetest.WaitFor(t, "both streams exact", 10*time.Second, func() bool {
 		return podState(hub, keyA) == kvevents.StateExact && podState(hub, keyB) == kvevents.StateExact
 	})
 
@@ -114,8 +110,8 @@ scorers: [{plugin: precise, weight: 1}]
 
 	// A killed publisher: down, visibly, and scored approximately.
 	pb.Stop()
-	waitUntil(t, 10*time.Second, "pod B down", func() bool { return podState(hub, keyB) == kvevents.StateDown })
-	metrics := get(t, "http://"+r.Addr("metrics")+"/metrics")
+	servetest.WaitFor(t, "pod B down", 10*time.Second, func() bool { return podState(hub, keyB) == kvevents.StateDown })
+	metrics := string(servetest.Get(t, "http://"+r.Addr("metrics")+"/metrics").Body)
 	for _, want := range []string{
 		fmt.Sprintf(`%s{endpoint=%q,state="down"} 1`, wire.EPPKVEventsStreamState, keyB),
 		fmt.Sprintf(`%s{endpoint=%q,state="exact"} 1`, wire.EPPKVEventsStreamState, keyA),
@@ -125,8 +121,6 @@ scorers: [{plugin: precise, weight: 1}]
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	readyResp, err := http.Get("http://" + r.Addr("metrics") + "/readyz")
-	must(t, err)
 	var ready struct {
 		Ready  bool
 		Detail struct {
@@ -136,14 +130,13 @@ scorers: [{plugin: precise, weight: 1}]
 			}
 		}
 	}
-	must(t, json.NewDecoder(readyResp.Body).Decode(&ready))
-	readyResp.Body.Close()
+	must(t, json.Unmarshal(servetest.Get(t, "http://"+r.Addr("metrics")+"/readyz").Body, &ready))
 	if !ready.Ready || !strings.Contains(ready.Detail.KVEvents.Summary, "approximate prefix index for "+keyB) ||
 		!strings.HasPrefix(ready.Detail.KVEvents.Pods[keyB], "down") {
 		t.Errorf("/readyz: ready %v, kvEvents %+v", ready.Ready, ready.Detail.KVEvents)
 	}
 	// Requests still go through, to the live pod (once telemetry calls B stale).
-	waitUntil(t, 10*time.Second, "pod B's telemetry stale", func() bool {
+	servetest.WaitFor(t, "pod B's telemetry stale", 10*time.Second, func() bool {
 		var v datastore.View
 		r.Store.Get(keyB).View(time.Now(), r.Options.MetricsStaleness, &v)
 		return v.Stale
@@ -159,27 +152,6 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	must(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return string(body)
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -204,7 +176,7 @@ func waitIndexMatches(t *testing.T, h *kvevents.Hub, p *simproc.Proc) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		must(t, json.Unmarshal([]byte(get(t, p.URL+"/debug/kv_blocks")), &simBlocks))
+		must(t, json.Unmarshal(servetest.Get(t, p.URL+"/debug/kv_blocks").Body, &simBlocks))
 		st := podStatus(h, p.Addr)
 		index := h.Index().EngineHashes(p.Addr)
 		same := st.Next == simBlocks.NextSequence && len(index) == len(simBlocks.BlockHashes)
@@ -232,18 +204,7 @@ func startRunner(t *testing.T, configFile, endpointsFile string) *runner.Runner 
 	must(t, o.Validate())
 	r, err := runner.New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- r.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("the picker stopped before serving: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	stop := servetest.Start(t, "the picker", r.Run)
+	t.Cleanup(func() { _ = stop() })
 	return r
 }

@@ -77,7 +77,7 @@ func TestAdapterRegisteredOnOnePodReachesIt(t *testing.T) {
 // the test ends, and waits for the first list of each.
 func listModelsContinuously(t *testing.T, store *datastore.Store) {
 	t.Helper()
-	l := &telemetry.ModelLister{Store: store, Interval: time.Second, Timeout: time.Second}
+	l := &telemetry.ModelLister{Poll: telemetry.Poll{Store: store, Interval: time.Second, Timeout: time.Second}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = l.Run(ctx); close(done) }()

@@ -41,7 +41,7 @@ func pickerOver(t *testing.T, cfg string, procs ...*simproc.Proc) (*director.Dir
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, &telemetry.Scraper{Store: store, Sink: d, Interval: time.Second, Timeout: 2 * time.Second}
+	return d, &telemetry.Scraper{Sink: d, Poll: telemetry.Poll{Store: store, Interval: time.Second, Timeout: 2 * time.Second}}
 }
 
 func scrapeAll(t *testing.T, d *director.Director, s *telemetry.Scraper) {

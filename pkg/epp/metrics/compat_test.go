@@ -14,7 +14,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/server"
 	"github.com/igw-dev/igw/pkg/extproctest"
 )
@@ -28,12 +27,10 @@ func picker(t *testing.T) (*metrics.Metrics, *extproctest.Client, *datastore.Sto
 	store.SetEndpoints([]datastore.Endpoint{
 		{Address: "10.0.0.1", Port: 8000}, {Address: "10.0.0.2", Port: 8000}, {Address: "10.0.0.2", Port: 8001},
 	})
-	d := director.New(store, director.Options{})
-	p, err := config.Load([]byte(config.Default), plugins.NewRegistry())
+	d, err := config.NewDirector(store, config.Default, director.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SetPipeline(p)
 	now := time.Now()
 	for _, s := range []struct {
 		key     string

@@ -3,14 +3,13 @@ package runner
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -24,11 +23,7 @@ func modelServer(t *testing.T, handler http.HandlerFunc) (key, endpointsFile str
 	t.Cleanup(server.Close)
 	key = strings.TrimPrefix(server.URL, "http://")
 	host, port, _ := strings.Cut(key, ":")
-	endpointsFile = filepath.Join(t.TempDir(), "endpoints.yaml")
-	if err := os.WriteFile(endpointsFile, []byte("- {address: "+host+", port: "+port+"}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return key, endpointsFile
+	return key, testfile.Write(t, "", "endpoints.yaml", "- {address: "+host+", port: "+port+"}\n")
 }
 
 // TestModelListReadsFollowTheFlag: with --models-interval the picker reads

@@ -245,12 +245,12 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	extSrv := grpc.NewServer(extOpts...)
 	extprocv3.RegisterExternalProcessorServer(extSrv, r.ExtProc)
 
-	scraper := &telemetry.Scraper{Store: r.Store, Sink: r.Director, Interval: r.Options.ScrapeInterval,
-		Timeout: r.Options.ScrapeTimeout, Path: r.Options.MetricsPath, Log: r.Log,
+	scraper := &telemetry.Scraper{Sink: r.Director, Log: r.Log, Poll: telemetry.Poll{Store: r.Store, Interval: r.Options.ScrapeInterval,
+		Timeout: r.Options.ScrapeTimeout, Path: r.Options.MetricsPath,
 		Observe: func(_ string, err error, took time.Duration) {
 			r.Metrics.Scrapes.WithLabelValues(metrics.Result(err)).Inc()
 			r.Metrics.ScrapeDuration.Observe(took.Seconds())
-		}}
+		}}}
 
 	g := &r.group
 	// Let in-flight streams finish their current message, then stop.
@@ -265,10 +265,10 @@ func (r *Runner) Run(ctx context.Context, ready chan<- struct{}) error {
 	g.Go("endpoint source", r.runSource)
 	g.Go("scraper", scraper.Run)
 	if r.Options.ModelsInterval > 0 {
-		lister := &telemetry.ModelLister{Store: r.Store, Interval: r.Options.ModelsInterval, Timeout: r.Options.ModelsTimeout,
+		lister := &telemetry.ModelLister{Poll: telemetry.Poll{Store: r.Store, Interval: r.Options.ModelsInterval, Timeout: r.Options.ModelsTimeout,
 			Observe: func(_ string, err error, _ time.Duration) {
 				r.Metrics.ModelListReads.WithLabelValues(metrics.Result(err)).Inc()
-			}}
+			}}}
 		g.Go("model lister", lister.Run)
 	}
 	if r.Watcher != nil {

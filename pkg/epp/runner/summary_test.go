@@ -3,12 +3,11 @@ package runner
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -25,9 +24,8 @@ func TestGlobalSummaryServed(t *testing.T) {
 		}
 		w.Write([]byte("vllm:num_requests_waiting 3\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc 0.25\n"))
 	})
-	tokens := filepath.Join(t.TempDir(), "tokens")
 	const token = "hub-token-0123456789abcdef"
-	os.WriteFile(tokens, []byte(token+"\n"), 0o600)
+	tokens := testfile.Write(t, "", "tokens", token+"\n")
 
 	r, stop := start(t, func(o *options.Options) {
 		o.EndpointsFile, o.GlobalSummaryTokenFile, o.GlobalSummaryPort = epPath, tokens, 0

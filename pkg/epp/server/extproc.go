@@ -195,62 +195,59 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	x := &exchange{}
 	defer s.finish(x, false)
 	defer x.releaseScratch()
-	for {
-		req, err := extproc.Recv(srv)
-		if req == nil {
+	return extproc.Serve(srv, x.followAnnouncedModes, func(req *extprocv3.ProcessingRequest) error { return s.handle(srv, x, req) })
+}
+
+// handle answers one message of x's stream.
+func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *exchange, req *extprocv3.ProcessingRequest) error {
+	var replies []*extprocv3.ProcessingResponse
+	switch r := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		x.headers = headerMap(r.RequestHeaders.GetHeaders())
+		x.started = s.now()
+		// The subset comes from the proxy's metadata, never from a header.
+		x.subset = subsetHint(req.GetMetadataContext())
+		x.trusted = s.trustedHeaders()
+		x.debug = x.trusted.Debug && x.headers[wire.HeaderDebug] == "1"
+		switch {
+		case r.RequestHeaders.GetEndOfStream():
+			x.headersOnly = true
+			replies = s.route(srv, x)
+		case x.requestBuffered:
+			// Envoy sends the body only after this reply; the body reply routes.
+			replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
+		}
+	case *extprocv3.ProcessingRequest_RequestBody:
+		body := r.RequestBody
+		x.size += int64(len(body.GetBody()))
+		if limit := s.maxBody(); x.size > limit {
+			return s.send(srv, extproc.Immediate("epp", apierror.TooLarge(limit)), x)
+		}
+		if len(body.GetBody()) > 0 {
+			x.addChunk(body.GetBody())
+		}
+		// A buffered body is complete in its one message, even when trailers follow.
+		if x.requestBuffered || body.GetEndOfStream() {
+			replies = s.route(srv, x)
+		}
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		replies = []*extprocv3.ProcessingResponse{s.responseBody(x, r.ResponseBody)}
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		s.finish(x, true)
+		replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
+	default:
+		return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
+	}
+	for _, reply := range replies {
+		if err := srv.Send(reply); err != nil {
 			return err
 		}
-		if pc := req.GetProtocolConfig(); pc != nil {
-			x.followAnnouncedModes(pc)
-		}
-		var replies []*extprocv3.ProcessingResponse
-		switch r := req.Request.(type) {
-		case *extprocv3.ProcessingRequest_RequestHeaders:
-			x.headers = headerMap(r.RequestHeaders.GetHeaders())
-			x.started = s.now()
-			// The subset comes from the proxy's metadata, never from a header.
-			x.subset = subsetHint(req.GetMetadataContext())
-			x.trusted = s.trustedHeaders()
-			x.debug = x.trusted.Debug && x.headers[wire.HeaderDebug] == "1"
-			switch {
-			case r.RequestHeaders.GetEndOfStream():
-				x.headersOnly = true
-				replies = s.route(srv, x)
-			case x.requestBuffered:
-				// Envoy sends the body only after this reply; the body reply routes.
-				replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
-			}
-		case *extprocv3.ProcessingRequest_RequestBody:
-			body := r.RequestBody
-			x.size += int64(len(body.GetBody()))
-			if limit := s.maxBody(); x.size > limit {
-				return s.send(srv, extproc.Immediate("epp", apierror.TooLarge(limit)), x)
-			}
-			if len(body.GetBody()) > 0 {
-				x.addChunk(body.GetBody())
-			}
-			// A buffered body is complete in its one message, even when trailers follow.
-			if x.requestBuffered || body.GetEndOfStream() {
-				replies = s.route(srv, x)
-			}
-		case *extprocv3.ProcessingRequest_RequestTrailers:
-			replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
-		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
-		case *extprocv3.ProcessingRequest_ResponseBody:
-			replies = []*extprocv3.ProcessingResponse{s.responseBody(x, r.ResponseBody)}
-		case *extprocv3.ProcessingRequest_ResponseTrailers:
-			s.finish(x, true)
-			replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
-		default:
-			return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", r)
-		}
-		for _, reply := range replies {
-			if err := srv.Send(reply); err != nil {
-				return err
-			}
-		}
 	}
+	return nil
 }
 
 func (s *ExtProc) trustedHeaders() director.TrustedHeaders {

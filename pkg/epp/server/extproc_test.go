@@ -45,12 +45,10 @@ func startBehind(t testing.TB, n int, cfg string, envoy extproctest.Config) *fix
 		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.1.0.%d", i+1), Port: 8000})
 	}
 	store.SetEndpoints(eps)
-	d := director.New(store, director.Options{})
-	p, err := config.Load([]byte(cfg), plugins.NewRegistry())
+	d, err := config.NewDirector(store, cfg, director.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SetPipeline(p)
 	f := &fixture{d: d}
 	for _, st := range store.Endpoints(nil) {
 		f.keys = append(f.keys, st.Key())

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
@@ -20,31 +19,17 @@ import (
 // can serve an adapter that runs nowhere yet. A failed read keeps the previous
 // list.
 type ModelLister struct {
-	Store    *datastore.Store
-	Interval time.Duration
-	// Timeout bounds one read (the interval when zero).
-	Timeout time.Duration
-	// Path is the model list's path on the endpoint's port (wire.ModelsPath when empty).
-	Path   string
-	Client *http.Client
-	// Now is the wall clock (time.Now when nil); only the lister reads it.
-	Now func() time.Time
-	// Observe, when set, is told the outcome and duration of every read.
-	Observe func(endpoint string, err error, took time.Duration)
-	// MaxBodyBytes bounds one list (4 MiB when zero); a longer one is not used.
-	MaxBodyBytes int64
+	Poll // its Path is wire.ModelsPath when empty, its MaxBodyBytes 4 MiB
 }
 
 // Run reads every endpoint's list every interval until ctx ends.
-func (l *ModelLister) Run(ctx context.Context) error {
-	return eachEndpoint(ctx, l.Store, "model list", l.Interval, l.ReadOnce)
-}
+func (l *ModelLister) Run(ctx context.Context) error { return l.run(ctx, "model list", l.ReadOnce) }
 
 // ReadOnce reads st's model list and stores it, stamped with the time the
 // read started; on failure the stored list stays as it was.
 func (l *ModelLister) ReadOnce(ctx context.Context, st *datastore.EndpointState) error {
-	return timed(l.Now, l.Observe, st.Key(), func(start time.Time) error {
-		g := getter{client: l.Client, path: l.Path, timeout: l.Timeout, limit: l.MaxBodyBytes}.withDefaults(wire.ModelsPath, l.Interval, 4<<20)
+	return l.observed(st.Key(), func(start time.Time) error {
+		g := l.getter(wire.ModelsPath, 4<<20)
 		var names []string
 		if err := g.get(ctx, st.Key(), func(body io.Reader) (err error) {
 			names, err = ParseModels(body)

@@ -142,12 +142,12 @@ func TestModelListerKeepsLastListOnFailure(t *testing.T) {
 	st := store.Get(ep.Key())
 	clock := time.Unix(5000, 0)
 	var failures atomic.Int64
-	l := &ModelLister{Store: store, Interval: time.Hour, Timeout: time.Second, Now: func() time.Time { return clock },
+	l := &ModelLister{Poll: Poll{Store: store, Interval: time.Hour, Timeout: time.Second, Now: func() time.Time { return clock },
 		Observe: func(_ string, err error, _ time.Duration) {
 			if err != nil {
 				failures.Add(1)
 			}
-		}}
+		}}}
 	ctx := context.Background()
 	if err := l.ReadOnce(ctx, st); err != nil {
 		t.Fatal(err)

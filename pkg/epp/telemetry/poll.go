@@ -81,6 +81,43 @@ func eachEndpoint(ctx context.Context, store *datastore.Store, what string, inte
 	}
 }
 
+// Poll is what the metrics scraper and the model lister are told alike: which
+// endpoints to poll, how often, and how each GET is made and reported.
+type Poll struct {
+	Store    *datastore.Store
+	Interval time.Duration
+	// Timeout bounds one poll (the interval when zero).
+	Timeout time.Duration
+	// Path is the path polled on the endpoint's port (the poller's own when empty).
+	Path   string
+	Client *http.Client
+	// Now is the wall clock (time.Now when nil); only the poller reads it.
+	Now func() time.Time
+	// Observe, when set, is told the outcome and duration of every poll.
+	Observe func(endpoint string, err error, took time.Duration)
+	// MaxBodyBytes bounds one answer (the poller's own bound when zero); a
+	// longer one is not used.
+	MaxBodyBytes int64
+}
+
+// run polls every endpoint with once every interval until ctx ends; what
+// names the polls in errors.
+func (p Poll) run(ctx context.Context, what string, once func(context.Context, *datastore.EndpointState) error) error {
+	return eachEndpoint(ctx, p.Store, what, p.Interval, once)
+}
+
+// observed runs one poll of endpoint key and tells Observe its outcome and
+// duration; start is when it began, by Now.
+func (p Poll) observed(key string, poll func(start time.Time) error) error {
+	return timed(p.Now, p.Observe, key, poll)
+}
+
+// getter is p's GET, with the poller's own path and body bound where p leaves
+// them zero, and the interval as the timeout.
+func (p Poll) getter(path string, limit int64) getter {
+	return getter{client: p.Client, path: p.Path, timeout: p.Timeout, limit: p.MaxBodyBytes}.withDefaults(path, p.Interval, limit)
+}
+
 // getter is one endpoint path fetched with a timeout and a body limit.
 type getter struct {
 	client  *http.Client // defaultClient when nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
@@ -20,34 +19,21 @@ type Sink interface {
 // one slow server delays only its own samples (which then go stale and are
 // treated per the stale policy).
 type Scraper struct {
-	Store    *datastore.Store
-	Sink     Sink
-	Interval time.Duration
-	Timeout  time.Duration
-	// Path is the metrics path on the endpoint's port (wire.MetricsPath when empty).
-	Path   string
-	Client *http.Client
-	Log    *slog.Logger
-	// Now is the wall clock (time.Now when nil); only the scraper reads it.
-	Now func() time.Time
-	// Observe, when set, is told the outcome and duration of every scrape.
-	Observe func(endpoint string, err error, took time.Duration)
-	// MaxBodyBytes bounds one scrape (16 MiB when zero).
-	MaxBodyBytes int64
+	Poll // its Path is wire.MetricsPath when empty, its MaxBodyBytes 16 MiB
+	Sink Sink
+	Log  *slog.Logger
 }
 
 // Run scrapes until ctx ends, following endpoint changes.
-func (s *Scraper) Run(ctx context.Context) error {
-	return eachEndpoint(ctx, s.Store, "scrape", s.Interval, s.ScrapeOnce)
-}
+func (s *Scraper) Run(ctx context.Context) error { return s.run(ctx, "scrape", s.ScrapeOnce) }
 
 // ScrapeOnce fetches, parses and stores one sample of st.
 func (s *Scraper) ScrapeOnce(ctx context.Context, st *datastore.EndpointState) error {
-	return timed(s.Now, s.Observe, st.Key(), func(start time.Time) error { return s.scrape(ctx, st, start) })
+	return s.observed(st.Key(), func(start time.Time) error { return s.scrape(ctx, st, start) })
 }
 
 func (s *Scraper) scrape(ctx context.Context, st *datastore.EndpointState, start time.Time) error {
-	g := getter{client: s.Client, path: s.Path, timeout: s.Timeout, limit: s.MaxBodyBytes}.withDefaults(wire.MetricsPath, s.Interval, 16<<20)
+	g := s.getter(wire.MetricsPath, 16<<20)
 	var m datastore.Metrics
 	var rep Report
 	if err := g.get(ctx, st.Key(), func(body io.Reader) (err error) {

@@ -76,13 +76,12 @@ func TestScraperFollowsEndpointsAndWarnsOnceOnLegacyKV(t *testing.T) {
 	sink := &recordingSink{samples: map[string][]datastore.Metrics{}}
 	var logs bytes.Buffer
 	var errs atomic.Int64
-	s := &Scraper{Store: store, Sink: sink, Interval: 10 * time.Millisecond, Timeout: time.Second,
-		Log: slog.New(slog.NewTextHandler(&logs, nil)),
+	s := &Scraper{Sink: sink, Log: slog.New(slog.NewTextHandler(&logs, nil)), Poll: Poll{Store: store, Interval: 10 * time.Millisecond, Timeout: time.Second,
 		Observe: func(endpoint string, err error, _ time.Duration) {
 			if err != nil && endpoint == b.Key() {
 				errs.Add(1)
 			}
-		}}
+		}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()

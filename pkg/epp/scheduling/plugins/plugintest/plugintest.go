@@ -4,7 +4,9 @@
 package plugintest
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +83,25 @@ func Keys(vs []*datastore.View) string {
 		out = append(out, v.Key...)
 	}
 	return string(out)
+}
+
+// TenantPrompts returns n prompts of about 8k tokens (32k characters) in 16
+// groups sharing a 6k-character system prompt, like a multi-tenant fleet; the
+// same n prompts on every call, so that benchmarks compare like with like.
+func TenantPrompts(n int) []string {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var groups []string
+	for g := range 16 {
+		groups = append(groups, strings.Repeat(fmt.Sprintf("tenant %d system prompt. ", g), 250)[:6000])
+	}
+	out := make([]string, n)
+	for i := range out {
+		var sb strings.Builder
+		sb.WriteString(groups[rng.IntN(len(groups))])
+		for sb.Len() < 32768 {
+			fmt.Fprintf(&sb, "user text %d ", rng.Uint64())
+		}
+		out[i] = sb.String()[:32768]
+	}
+	return out
 }

@@ -3,10 +3,8 @@ package preciseprefixcache_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
 )
 
@@ -37,26 +36,6 @@ scorers:
 - {plugin: precise, weight: 1}
 picker: max-score-picker
 `
-
-// prompts returns n prompts of 8k tokens (32k characters) in 16 groups that
-// share a 6k-character system prompt, as the director's benchmark does.
-func prompts(n int) []string {
-	rng := rand.New(rand.NewPCG(1, 1))
-	var groups []string
-	for g := range 16 {
-		groups = append(groups, strings.Repeat(fmt.Sprintf("tenant %d system prompt. ", g), 250)[:6000])
-	}
-	out := make([]string, n)
-	for i := range out {
-		var sb strings.Builder
-		sb.WriteString(groups[rng.IntN(len(groups))])
-		for sb.Len() < 32768 {
-			fmt.Fprintf(&sb, "user text %d ", rng.Uint64())
-		}
-		out[i] = sb.String()[:32768]
-	}
-	return out
-}
 
 // fleet is a director over n endpoints; with the precise scorer, its hub is
 // fed the blocks every pick puts on its endpoint, as the servers would report.
@@ -120,7 +99,7 @@ func p99(d []time.Duration) time.Duration {
 // reports p50 and p99 in µs, of wall-clock time and of the picking thread's
 // CPU time (which, on a busy machine, leaves out the waits for a core).
 func BenchmarkSchedulePrecise(b *testing.B) {
-	ps := prompts(256)
+	ps := plugintest.TenantPrompts(256)
 	ids := make([][]uint32, len(ps))
 	for i, p := range ps {
 		ids[i], _ = bytes4{}.AppendPromptTokens(nil, nil, p)
