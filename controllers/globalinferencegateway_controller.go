@@ -3,7 +3,6 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,6 +44,12 @@ var globalChildKinds = []schema.GroupVersionKind{
 // requiredGlobalKinds are the optional kinds a hub's data path needs.
 var requiredGlobalKinds = []schema.GroupVersionKind{GVKHTTPRoute, GVKBackend, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy}
 
+var globalStatusAccess = statusAccess[*igwv1.GlobalInferenceGateway, igwv1.GlobalInferenceGatewayStatus]{
+	of:         func(g *igwv1.GlobalInferenceGateway) *igwv1.GlobalInferenceGatewayStatus { return &g.Status },
+	conditions: func(s *igwv1.GlobalInferenceGatewayStatus) []metav1.Condition { return s.Conditions },
+	warn:       []string{igwv1.ConditionReady},
+}
+
 // Reconcile renders, applies and reports one GlobalInferenceGateway. It is
 // read from the API server, so that one already deleted gets no new
 // children; its children name it as their controller, so the garbage
@@ -64,15 +69,9 @@ func (r *GlobalInferenceGatewayReconciler) Reconcile(ctx context.Context, req ct
 	prev := *gig.Status.DeepCopy()
 	var o globalObservation
 	defer func() {
-		if errors.Is(err, ErrOwnerGone) {
-			res, err = ctrl.Result{}, nil
-			return
-		}
-		status := globalStatus(gig, o, err)
-		base := gig.DeepCopy()
-		base.Status, gig.Status = prev, status
-		res, err = r.settle(ctx, gig, base, prev, status, prev.Conditions, status.Conditions, o.Refs.ok(), err, igwv1.ConditionReady)
-		if err == nil && res.RequeueAfter == 0 && o.Picker != nil && o.Picker.Status.AvailableReplicas > 0 {
+		var wrote bool
+		res, wrote, err = globalStatusAccess.end(ctx, &r.Common, gig, prev, globalStatus(gig, o, err), o.Refs.ok(), err)
+		if wrote && err == nil && res.RequeueAfter == 0 && o.Picker != nil && o.Picker.Status.AvailableReplicas > 0 {
 			res.RequeueAfter = globalStatusRefresh
 		}
 	}()

@@ -220,10 +220,8 @@ func globalDeployment(gig *igwv1.GlobalInferenceGateway, images Images, m metav1
 		ReadinessProbe: httpProbe("/readyz", GlobalMetricsPort),
 		LivenessProbe:  httpProbe("/healthz", GlobalMetricsPort),
 		Resources:      firstResources(settings.Resources),
-		VolumeMounts:   []corev1.VolumeMount{{Name: globalConfigVolume, MountPath: globalConfigMountPath, ReadOnly: true}},
 	}
-	volumes := []corev1.Volume{{Name: globalConfigVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}}}}
+	volumes := []corev1.Volume{mountReadOnly(&c, globalConfigVolume, globalConfigMountPath, configMapSource(m.Name))}
 	optional := true
 	for _, member := range gig.Spec.Members {
 		volume := "member-" + member.Name
@@ -237,9 +235,8 @@ func globalDeployment(gig *igwv1.GlobalInferenceGateway, images Images, m metav1
 				Items:                []corev1.KeyToPath{{Key: secretKey(*ca), Path: globalCAFile}},
 				Optional:             &optional}})
 		}
-		volumes = append(volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
-			Projected: &corev1.ProjectedVolumeSource{Sources: sources}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: memberDir(member.Name), ReadOnly: true})
+		volumes = append(volumes, mountReadOnly(&c, volume, memberDir(member.Name), corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: sources}}))
 	}
 	return deployment(podParams{
 		Meta:      m,
