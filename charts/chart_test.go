@@ -45,6 +45,7 @@ import (
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/egext"
 	"github.com/igw-dev/igw/pkg/manager"
+	"github.com/igw-dev/igw/pkg/render"
 )
 
 const (
@@ -373,12 +374,16 @@ func TestDefaults(t *testing.T) {
 		"operator": {c.Image, "ghcr.io/igw-dev/igw-manager:" + version},
 		"epp":      {opts.EPPImage, "ghcr.io/igw-dev/igw-epp:" + version},
 		"bbr":      {opts.BBRImage, "ghcr.io/igw-dev/igw-bbr:" + version},
+		"global":   {opts.GlobalPickerImage, "ghcr.io/igw-dev/igw-global:" + version},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s image %q, want %q", what, c[0], c[1])
 		}
 	}
 	defaults := manager.NewOptions()
+	if repo(opts.GlobalPickerImage) != repo(defaults.GlobalPickerImage) {
+		t.Errorf("the chart's global picker repository %s differs from the operator's default %s", opts.GlobalPickerImage, defaults.GlobalPickerImage)
+	}
 	if repo(opts.EPPImage) != repo(defaults.EPPImage) || repo(opts.BBRImage) != repo(defaults.BBRImage) {
 		t.Errorf("the chart's picker and router repositories %s, %s differ from the operator's defaults %s, %s",
 			opts.EPPImage, opts.BBRImage, defaults.EPPImage, defaults.BBRImage)
@@ -425,6 +430,7 @@ imagePullSecrets: [{name: pull}]
 replicas: 2
 eppImage: registry.example/igw/epp:v0.1.0
 bbrImage: registry.example/igw/bbr:v0.1.0
+globalPickerImage: registry.example/igw/global:v0.1.0
 leaderElection: {enabled: true, id: gw-operator-lease}
 metrics:
   port: 9443
@@ -496,6 +502,7 @@ func TestOverriddenValues(t *testing.T) {
 		{"replicas", *d.Spec.Replicas, int32(2)},
 		{"epp image", opts.EPPImage, "registry.example/igw/epp:v0.1.0"},
 		{"bbr image", opts.BBRImage, "registry.example/igw/bbr:v0.1.0"},
+		{"global picker image", opts.GlobalPickerImage, "registry.example/igw/global:v0.1.0"},
 		{"leader election", opts.LeaderElect, true},
 		{"lease", opts.LeaderElectionID, "gw-operator-lease"},
 		{"metrics", opts.MetricsAddr, ":9443"},
@@ -1051,8 +1058,11 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 	}
 	egress := get[networkingv1.NetworkPolicy](t, r, "NetworkPolicy", "igw-allow-api-server-egress")
-	if len(egress.Spec.Egress) != 2 || len(egress.Spec.Ingress) > 0 {
-		t.Errorf("egress policy %+v, want the API server and DNS rules only", egress.Spec)
+	if len(egress.Spec.Egress) != 3 || len(egress.Spec.Ingress) > 0 {
+		t.Errorf("egress policy %+v, want the API server, DNS and global picker status rules only", egress.Spec)
+	} else if pk := egress.Spec.Egress[2]; len(pk.To) != 1 || pk.To[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != render.NameGlobalPicker ||
+		len(pk.Ports) != 1 || pk.Ports[0].Port.IntVal != render.GlobalMetricsPort {
+		t.Errorf("egress rule %+v, want the global pickers' metrics port %d only", pk, render.GlobalMetricsPort)
 	}
 	// config/network-policy has the same policies, selecting config/default's operator pods.
 	k := kustomize(t, "../config/network-policy")

@@ -30,6 +30,7 @@ var (
 	GVKClientTrafficPolicy  = egv1a1.GroupVersion.WithKind(egv1a1.KindClientTrafficPolicy)
 	GVKHTTPRouteFilter      = egv1a1.GroupVersion.WithKind(egv1a1.KindHTTPRouteFilter)
 	GVKSecurityPolicy       = egv1a1.GroupVersion.WithKind(egv1a1.KindSecurityPolicy)
+	GVKBackend              = egv1a1.GroupVersion.WithKind(egv1a1.KindBackend)
 )
 
 // GVKNetworkPolicy is built in: the policies admitting only the proxy to the

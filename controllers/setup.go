@@ -40,15 +40,19 @@ type Options struct {
 	// change of their children goes HookBound (DefaultHookBound when zero) without a call.
 	Hook      HookCalls
 	HookBound time.Duration
+	// PickerStatus reads a global picker's GET /status; nil: over HTTP by the
+	// Service's cluster DNS name.
+	PickerStatus PickerStatusReader
 }
 
 // Reconcilers are the operator's reconcilers, returned so that tests can drive them directly.
 type Reconcilers struct {
 	ModelRoute *ModelRouteReconciler
 	Config     *InferenceGatewayConfigReconciler
+	Global     *GlobalInferenceGatewayReconciler
 }
 
-// Setup registers both reconcilers with mgr.
+// Setup registers the reconcilers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, error) {
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &igwv1.ModelRoute{}, indexConfigRef, func(o client.Object) []string {
@@ -83,7 +87,68 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, erro
 	if err := cfg.setup(mgr, opts); err != nil {
 		return nil, err
 	}
-	return &Reconcilers{ModelRoute: mr, Config: cfg}, nil
+	gig := &GlobalInferenceGatewayReconciler{Common: common, Status: o.PickerStatus}
+	if gig.Status == nil {
+		gig.Status = HTTPPickerStatus{}
+	}
+	if err := gig.setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return &Reconcilers{ModelRoute: mr, Config: cfg, Global: gig}, nil
+}
+
+func (r *GlobalInferenceGatewayReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("globalinferencegateway").
+		For(&igwv1.GlobalInferenceGateway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	c, err := owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
+		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.globalsInNamespace),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.globalsForPipeline)).
+		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.globalsForCRD), builder.WithPredicates(watchedCRD)).
+		WithOptions(opts).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &igwv1.GlobalInferenceGateway{}, handler.OnlyControllerOwner())
+	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
+		want:    requiredGlobalKinds,
+		handler: func(schema.GroupVersionKind) handler.EventHandler { return owner }}
+	return r.watches.ensure()
+}
+
+// globals lists the GlobalInferenceGateways keep selects.
+func (r *GlobalInferenceGatewayReconciler) globals(ctx context.Context, keep func(*igwv1.GlobalInferenceGateway) bool) []reconcile.Request {
+	var gigs igwv1.GlobalInferenceGatewayList
+	if err := r.Client.List(ctx, &gigs); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range gigs.Items {
+		if keep(&gigs.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gigs.Items[i])})
+		}
+	}
+	return out
+}
+
+// globalsInNamespace maps an InferenceGatewayConfig to the hubs in its namespace, whose Gateway it gives.
+func (r *GlobalInferenceGatewayReconciler) globalsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.globals(ctx, func(g *igwv1.GlobalInferenceGateway) bool { return g.Spec.Namespace == obj.GetNamespace() })
+}
+
+// globalsForPipeline maps a ConfigMap to the hubs whose routing.configMapRef names it.
+func (r *GlobalInferenceGatewayReconciler) globalsForPipeline(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.globals(ctx, func(g *igwv1.GlobalInferenceGateway) bool {
+		return g.Spec.Namespace == obj.GetNamespace() && g.Spec.Routing != nil && g.Spec.Routing.ConfigMapRef != nil &&
+			g.Spec.Routing.ConfigMapRef.Name == obj.GetName()
+	})
+}
+
+func (r *GlobalInferenceGatewayReconciler) globalsForCRD(ctx context.Context, _ client.Object) []reconcile.Request {
+	r.Kinds.ForgetMissing()
+	return r.globals(ctx, func(*igwv1.GlobalInferenceGateway) bool { return true })
 }
 
 func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {

@@ -31,7 +31,7 @@ func TestOperator(t *testing.T) {
 	RunSpecs(t, "igw operator on a real API server")
 }
 
-var testImages = render.Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
+var testImages = render.Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test", Global: "ghcr.io/igw-dev/igw-global:test"}
 
 // hookBound is the operator's --extension-hook-bound in the suite: short, so
 // that a config whose hook is never called turns False within the spec.
@@ -120,8 +120,11 @@ var _ = BeforeSuite(func() {
 	counted.QPS, counted.Burst = 200, 400
 	op, err := manager.New(counted, &manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", SyncPeriod: 10 * time.Hour,
-		EPPImage: testImages.EPP, BBRImage: testImages.BBR, MaxConcurrentReconciles: 4,
+		EPPImage: testImages.EPP, BBRImage: testImages.BBR, GlobalPickerImage: testImages.Global, MaxConcurrentReconciles: 4,
 		ExtensionServerAddr: "127.0.0.1:0", ExtensionHookBound: hookBound,
+		// The global pickers' GET /status, served over HTTP by the test (the
+		// pickers' Service names do not resolve outside a cluster).
+		GlobalPickerStatus: controllers.HTTPPickerStatus{URL: pickerStatus.url},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	recs = op.Reconcilers
@@ -139,6 +142,7 @@ var _ = AfterSuite(func() {
 	if cancel != nil {
 		cancel()
 	}
+	pickerStatus.close()
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

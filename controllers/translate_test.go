@@ -76,7 +76,7 @@ func envoyGatewayInput(namespace, gatewayName string) []byte {
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: namespace, Name: gatewayName}, &gw)).To(Succeed())
 	objs = append(objs, &gc, &gw)
 	for _, list := range []client.ObjectList{&gwapiv1.HTTPRouteList{}, &corev1.ServiceList{},
-		&egv1a1.BackendTrafficPolicyList{}, &egv1a1.EnvoyExtensionPolicyList{}, &egv1a1.ClientTrafficPolicyList{}, &egv1a1.HTTPRouteFilterList{},
+		&egv1a1.BackendList{}, &egv1a1.BackendTrafficPolicyList{}, &egv1a1.EnvoyExtensionPolicyList{}, &egv1a1.ClientTrafficPolicyList{}, &egv1a1.HTTPRouteFilterList{},
 		&gwapiv1.BackendTLSPolicyList{}, &corev1.ConfigMapList{}} {
 		Expect(k8s.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
 		items, err := apimeta.ExtractList(list)
@@ -101,6 +101,29 @@ func envoyGatewayInput(namespace, gatewayName string) []byte {
 		b.Write(data)
 	}
 	return b.Bytes()
+}
+
+// checkAccepted asserts that the translator accepted every object, with
+// resolved references, and that only config's router policy is overridden.
+func checkAccepted(t translation, config string) {
+	for kind, list := range t.objects {
+		for _, o := range list {
+			for _, p := range append(o.Status.Parents, o.Status.Ancestors...) {
+				for _, c := range p.Conditions {
+					what := fmt.Sprintf("%s %s/%s %s=%s (%s: %s)", kind, o.Metadata.Namespace, o.Metadata.Name, c.Type, c.Status, c.Reason, c.Message)
+					switch c.Type {
+					case "Accepted", "ResolvedRefs", "BackendsAvailable", "Programmed":
+						Expect(c.Status).To(Equal("True"), what)
+					case "Overridden":
+						// The router's Gateway-wide policy yields to each route's picker policy; the hook restores it there.
+						Expect(o.Metadata.Name).To(Equal(render.NamesForConfig(config).BBRPolicy), what)
+					default:
+						Expect(c.Status).NotTo(Equal("False"), what)
+					}
+				}
+			}
+		}
+	}
 }
 
 // translation is egctl's output: objects with the status the translator gave
@@ -282,24 +305,7 @@ func checkEnvoyGatewayTranslation(namespace string, routes []string, config stri
 	t := translate(envoyGatewayInput(namespace, "inference-gateway"))
 
 	By("every route and policy is accepted, with resolved references")
-	for kind, list := range t.objects {
-		for _, o := range list {
-			for _, p := range append(o.Status.Parents, o.Status.Ancestors...) {
-				for _, c := range p.Conditions {
-					what := fmt.Sprintf("%s %s/%s %s=%s (%s: %s)", kind, o.Metadata.Namespace, o.Metadata.Name, c.Type, c.Status, c.Reason, c.Message)
-					switch c.Type {
-					case "Accepted", "ResolvedRefs", "BackendsAvailable", "Programmed":
-						Expect(c.Status).To(Equal("True"), what)
-					case "Overridden":
-						// The router's Gateway-wide policy yields to each model's route policy; the hook restores it there.
-						Expect(o.Metadata.Name).To(Equal(render.NamesForConfig(config).BBRPolicy), what)
-					default:
-						Expect(c.Status).NotTo(Equal("False"), what)
-					}
-				}
-			}
-		}
-	}
+	checkAccepted(t, config)
 	Expect(t.objects).To(HaveKey("httpRoutes"))
 	Expect(t.objects["httpRoutes"]).To(HaveLen(len(routes)+2), "one per model, the catch-all and the model list")
 
@@ -500,8 +506,17 @@ func realRouter(contentType string, body []byte) envoysim.Effect {
 // checkPoolCluster asserts that a model's cluster overrides the host from the
 // picker's destination header, among the route's pool Service endpoints.
 func checkPoolCluster(d xdsDump, name, route string) {
+	checkOverrideHost(d, name)
+	var svc corev1.Service
+	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
+	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))
+}
+
+// checkOverrideHost asserts that a cluster overrides the host from the
+// picker's destination header, and balances by least request without it.
+func checkOverrideHost(d xdsDump, name string) {
 	cl, ok := d.clusters[name]
-	Expect(ok).To(BeTrue(), "cluster %q of route %s", name, route)
+	Expect(ok).To(BeTrue(), "cluster %q", name)
 	var oh overridehostv3.OverrideHost
 	found := false
 	for _, p := range cl.GetLoadBalancingPolicy().GetPolicies() {
@@ -518,9 +533,6 @@ func checkPoolCluster(d xdsDump, name, route string) {
 		fallbacks = append(fallbacks, p.GetTypedExtensionConfig().GetTypedConfig().GetTypeUrl())
 	}
 	Expect(fallbacks).To(ContainElement(HaveSuffix("least_request.v3.LeastRequest")), "fallback of cluster %s", name)
-	var svc corev1.Service
-	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(route).PoolService}, &svc)).To(Succeed())
-	Expect(endpointAddresses(d, name)).To(ContainElement(svc.Spec.ClusterIP))
 }
 
 // checkPoolRetry asserts that a model's route retries once what failed
@@ -528,14 +540,7 @@ func checkPoolCluster(d xdsDump, name, route string) {
 // error), on another host: the override then takes the destination
 // header's next endpoint, the picker's fallback.
 func checkPoolRetry(rc *routev3.RouteConfiguration, name string) {
-	var route *routev3.Route
-	for _, vh := range rc.GetVirtualHosts() {
-		for _, r := range vh.GetRoutes() {
-			if r.GetName() == name {
-				route = r
-			}
-		}
-	}
+	route := findRoute(rc, name)
 	Expect(route).NotTo(BeNil(), "route %s", name)
 	rp := route.GetRoute().GetRetryPolicy()
 	Expect(rp).NotTo(BeNil(), "route %s has no retry policy", name)

@@ -24,7 +24,7 @@ sets=(
 	"$gwapi/config/crd/standard|gateway-api|gateway.networking.k8s.io_gatewayclasses.yaml gateway.networking.k8s.io_gateways.yaml gateway.networking.k8s.io_httproutes.yaml gateway.networking.k8s.io_referencegrants.yaml gateway.networking.k8s.io_backendtlspolicies.yaml"
 	"$gie/config/crd/bases|inference-extension|inference.networking.k8s.io_inferencepools.yaml"
 	"$olm/crds|olm|operators.coreos.com_catalogsources.yaml operators.coreos.com_operatorgroups.yaml operators.coreos.com_subscriptions.yaml"
-	"$eg/charts/gateway-helm/charts/crds/crds/generated|envoy-gateway|gateway.envoyproxy.io_backendtrafficpolicies.yaml gateway.envoyproxy.io_clienttrafficpolicies.yaml gateway.envoyproxy.io_envoyextensionpolicies.yaml gateway.envoyproxy.io_envoyproxies.yaml gateway.envoyproxy.io_httproutefilters.yaml gateway.envoyproxy.io_securitypolicies.yaml"
+	"$eg/charts/gateway-helm/charts/crds/crds/generated|envoy-gateway|gateway.envoyproxy.io_backends.yaml gateway.envoyproxy.io_backendtrafficpolicies.yaml gateway.envoyproxy.io_clienttrafficpolicies.yaml gateway.envoyproxy.io_envoyextensionpolicies.yaml gateway.envoyproxy.io_envoyproxies.yaml gateway.envoyproxy.io_httproutefilters.yaml gateway.envoyproxy.io_securitypolicies.yaml"
 )
 
 stale=0

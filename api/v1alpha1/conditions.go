@@ -22,6 +22,16 @@ const (
 	// the operator runs without the extension server). Without the hook, requests
 	// are served without the pickers.
 	ConditionExtensionHookActive = "ExtensionHookActive"
+
+	// Conditions of each member in a GlobalInferenceGateway's status.members,
+	// as the global picker reports them; Unknown while it cannot say.
+
+	// ConditionReachable says the hub's last summary fetch from the member got an answer.
+	ConditionReachable = "Reachable"
+	// ConditionSummaryValid says the member's last summary decoded and passed the checks.
+	ConditionSummaryValid = "SummaryValid"
+	// ConditionInRotation says the hub sends the member requests now (slow start included).
+	ConditionInRotation = "InRotation"
 )
 
 // Reasons of the conditions. Each names what to look at; the condition's
@@ -36,8 +46,16 @@ const (
 	// ReasonAsExpected: nothing is degraded (Degraded False).
 	ReasonAsExpected = "AsExpected"
 
-	// ReasonConfigNotFound: a ModelRoute's spec.configRef names no InferenceGatewayConfig in its namespace.
+	// ReasonConfigNotFound: a ModelRoute's spec.configRef names no
+	// InferenceGatewayConfig in its namespace, or a GlobalInferenceGateway's
+	// spec.namespace has none (or several) whose Gateway its routes can attach to.
 	ReasonConfigNotFound = "ConfigNotFound"
+	// ReasonInvalidSpec: the API server accepted a GlobalInferenceGateway
+	// that no data path can serve (Accepted False); the message says what to change.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSecretNotFound: a Secret a GlobalInferenceGateway member names
+	// (credentialsSecretRef, caSecretRef) does not exist in spec.namespace.
+	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonCRDsMissing: the API server does not serve a kind the object needs
 	// (Gateway API, the inference extension or Envoy Gateway is not installed).
 	ReasonCRDsMissing = "CRDsMissing"
@@ -77,6 +95,26 @@ const (
 	ReasonEndpointPickerDegraded = "EndpointPickerDegraded"
 	// ReasonEndpointsNotReady: some of the route's endpoints are not ready.
 	ReasonEndpointsNotReady = "EndpointsNotReady"
+
+	// ReasonNoMemberInRotation: the global picker runs but takes no member
+	// (Ready False); each member's conditions say why.
+	ReasonNoMemberInRotation = "NoMemberInRotation"
+	// ReasonPickerStatusUnreadable: the global picker's GET /status did not
+	// answer with its JSON document; the member conditions are Unknown.
+	ReasonPickerStatusUnreadable = "PickerStatusUnreadable"
+	// ReasonMemberNotReported: the global picker's status lists no such member
+	// (its config has not reloaded yet); the member's conditions are Unknown.
+	ReasonMemberNotReported = "MemberNotReported"
+	// ReasonSummaryFetched, ReasonUnreachable: Reachable True, False.
+	ReasonSummaryFetched = "SummaryFetched"
+	ReasonUnreachable    = "Unreachable"
+	// ReasonSummaryValid, ReasonInvalidSummary: SummaryValid True, False.
+	ReasonSummaryValid   = "Valid"
+	ReasonInvalidSummary = "InvalidSummary"
+	// ReasonInRotation, ReasonOutOfRotation: InRotation True, False; the
+	// message carries the picker's reason (ejection, failed probes, slow start).
+	ReasonInRotation    = "InRotation"
+	ReasonOutOfRotation = "OutOfRotation"
 
 	// ReasonProgrammed: the config's Gateway is programmed.
 	ReasonProgrammed = "Programmed"

@@ -48,6 +48,7 @@ func Images(version string) map[string]string {
 		"manager": ManagerRepository + ":" + version,
 		"epp":     untagged(d.EPPImage) + ":" + version,
 		"bbr":     untagged(d.BBRImage) + ":" + version,
+		"global":  untagged(d.GlobalPickerImage) + ":" + version,
 	}
 }
 
@@ -242,7 +243,7 @@ func fillCSV(csv *unstructured.Unstructured, opts Options, deploy *unstructured.
 	}
 	images := Images(opts.Version)
 	var related []any
-	for _, name := range []string{"manager", "epp", "bbr"} {
+	for _, name := range []string{"manager", "epp", "bbr", "global"} {
 		related = append(related, map[string]any{"name": name, "image": images[name]})
 	}
 	if err := set(related, "spec", "relatedImages"); err != nil {
@@ -258,7 +259,7 @@ func fillCSV(csv *unstructured.Unstructured, opts Options, deploy *unstructured.
 }
 
 // setImages gives the manager container the version's image and passes it
-// the picker's and router's, so that the CSV's relatedImages are all it runs.
+// the pickers' and router's, so that the CSV's relatedImages are all it runs.
 func setImages(deploy *unstructured.Unstructured, images map[string]string) error {
 	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 	found := false
@@ -271,11 +272,11 @@ func setImages(deploy *unstructured.Unstructured, images map[string]string) erro
 		cm["image"] = images["manager"]
 		var args []any
 		for _, a := range cm["args"].([]any) {
-			if s, _ := a.(string); !strings.HasPrefix(s, "--epp-image=") && !strings.HasPrefix(s, "--bbr-image=") {
+			if s, _ := a.(string); !strings.HasPrefix(s, "--epp-image=") && !strings.HasPrefix(s, "--bbr-image=") && !strings.HasPrefix(s, "--global-picker-image=") {
 				args = append(args, a)
 			}
 		}
-		cm["args"] = append(args, "--epp-image="+images["epp"], "--bbr-image="+images["bbr"])
+		cm["args"] = append(args, "--epp-image="+images["epp"], "--bbr-image="+images["bbr"], "--global-picker-image="+images["global"])
 	}
 	if !found {
 		return fmt.Errorf("the Deployment %s has no manager container", deploy.GetName())

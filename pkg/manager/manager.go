@@ -72,8 +72,9 @@ func New(cfg *rest.Config, o *Options) (*Operator, error) {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	copts := controllers.Options{
-		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage},
+		Images:                  render.Images{EPP: o.EPPImage, BBR: o.BBRImage, Global: o.GlobalPickerImage},
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		PickerStatus:            o.GlobalPickerStatus,
 	}
 	var hook *egext.Liveness
 	if o.ExtensionServerAddr != "" && o.ExtensionServerAddr != "0" {

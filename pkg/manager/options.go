@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/igw-dev/igw/controllers"
 	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/internal/version"
 )
@@ -20,15 +21,17 @@ type Options struct {
 	// false serves plain HTTP, for tests and trusted networks.
 	MetricsSecure bool
 	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint; empty: a self-signed certificate.
-	MetricsCertDir          string
-	ProbeAddr               string
-	LeaderElect             bool
-	LeaderElectionID        string
-	LeaderElectionNS        string
-	SyncPeriod              time.Duration
-	WatchNamespace          string
-	EPPImage                string
-	BBRImage                string
+	MetricsCertDir   string
+	ProbeAddr        string
+	LeaderElect      bool
+	LeaderElectionID string
+	LeaderElectionNS string
+	SyncPeriod       time.Duration
+	WatchNamespace   string
+	EPPImage         string
+	BBRImage         string
+	// GlobalPickerImage is the global picker's (cmd/igw-global), unless a GlobalInferenceGateway names one.
+	GlobalPickerImage       string
 	MaxConcurrentReconciles int
 	// ExtensionServerAddr is where the Envoy Gateway extension server listens; "" or "0" turns it off.
 	ExtensionServerAddr string
@@ -38,6 +41,10 @@ type Options struct {
 	// extension hook after a config's children change before the config's
 	// ExtensionHookActive condition turns False; 0 turns the condition off.
 	ExtensionHookBound time.Duration
+	// GlobalPickerStatus reads a global picker's GET /status; nil (the
+	// default, no flag): over HTTP by the picker Service's cluster DNS name.
+	// Tests and out-of-cluster runs set another.
+	GlobalPickerStatus controllers.PickerStatusReader
 }
 
 // NewOptions returns the defaults. The EPP and BBR images are those of the
@@ -51,6 +58,7 @@ func NewOptions() *Options {
 		SyncPeriod:              10 * time.Hour,
 		EPPImage:                "ghcr.io/igw-dev/igw-epp:" + version.Version,
 		BBRImage:                "ghcr.io/igw-dev/igw-bbr:" + version.Version,
+		GlobalPickerImage:       "ghcr.io/igw-dev/igw-global:" + version.Version,
 		MaxConcurrentReconciles: 4,
 		ExtensionServerAddr:     ":5005",
 		ExtensionHookBound:      2 * time.Minute,
@@ -70,6 +78,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Reconcile objects of this namespace only; all namespaces when empty.")
 	fs.StringVar(&o.EPPImage, "epp-image", o.EPPImage, "Image of the endpoint picker, unless a config or route names one.")
 	fs.StringVar(&o.BBRImage, "bbr-image", o.BBRImage, "Image of the body-based router, unless a config names one.")
+	fs.StringVar(&o.GlobalPickerImage, "global-picker-image", o.GlobalPickerImage, "Image of the global picker (igw-global), unless a GlobalInferenceGateway names one.")
 	fs.StringVar(&o.ExtensionServerAddr, "extension-server-bind-address", o.ExtensionServerAddr, "Address of the Envoy Gateway extension server (PostTranslateModify hook); 0 turns it off.")
 	o.ExtensionServerTLS.AddFlags(fs, "the Envoy Gateway extension server (--extension-server-bind-address)")
 	fs.DurationVar(&o.ExtensionHookBound, "extension-hook-bound", o.ExtensionHookBound, "How long Envoy Gateway may take to call the extension hook after a config's children change before the config's ExtensionHookActive condition turns False; 0 turns the condition off.")
@@ -85,8 +94,8 @@ func (o *Options) Validate() error {
 	if o.SyncPeriod < time.Minute {
 		errs = append(errs, fmt.Errorf("--sync-period must be at least 1m, got %s", o.SyncPeriod))
 	}
-	if o.EPPImage == "" || o.BBRImage == "" {
-		errs = append(errs, errors.New("--epp-image and --bbr-image must not be empty"))
+	if o.EPPImage == "" || o.BBRImage == "" || o.GlobalPickerImage == "" {
+		errs = append(errs, errors.New("--epp-image, --bbr-image and --global-picker-image must not be empty"))
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles))

@@ -43,7 +43,7 @@ var RetriedStatusCodes = []egv1a1.HTTPStatus{500, 502, 503, 504}
 // the previous-hosts predicate, so it is never the failed pod). Envoy never
 // retries once it has sent response headers on, so nothing is retried after
 // the first byte; 501 would fail on every pod alike.
-func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTrafficPolicy {
+func endpointOverridePolicy(m metav1.ObjectMeta, routes ...string) *egv1a1.BackendTrafficPolicy {
 	header := wire.HeaderDestinationEndpoint
 	endpoints := egv1a1.EndpointRoutingType
 	retries := int32(1)
@@ -51,7 +51,7 @@ func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTr
 		TypeMeta:   typeMeta(egAPIVersion, egv1a1.KindBackendTrafficPolicy),
 		ObjectMeta: m,
 		Spec: egv1a1.BackendTrafficPolicySpec{
-			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{routeTarget(route)}},
+			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: routeTargets(routes)},
 			RoutingType:            &endpoints,
 			ClusterSettings: egv1a1.ClusterSettings{
 				LoadBalancer: &egv1a1.LoadBalancer{
@@ -76,21 +76,27 @@ func endpointOverridePolicy(m metav1.ObjectMeta, route string) *egv1a1.BackendTr
 // the picker unreachable or past its message timeout, Envoy then skips it and
 // the route's least-request fallback picks among the pool's pods.
 func eppExtensionPolicy(m metav1.ObjectMeta, n RouteNames, mode igwv1.FailureMode) *egv1a1.EnvoyExtensionPolicy {
+	return pickerExtensionPolicy(m, n.EPP, EPPGRPCPort, mode, n.HTTPRoute)
+}
+
+// pickerExtensionPolicy attaches a picker's Service as ext_proc to routes,
+// with the body modes of its failure mode (see eppExtensionPolicy).
+func pickerExtensionPolicy(m metav1.ObjectMeta, service string, grpcPort int32, mode igwv1.FailureMode, routes ...string) *egv1a1.EnvoyExtensionPolicy {
 	request, response := egv1a1.FullDuplexStreamedExtBodyProcessingMode, egv1a1.FullDuplexStreamedExtBodyProcessingMode
 	failOpen := mode == igwv1.FailOpen
 	if failOpen {
 		request, response = egv1a1.BufferedExtProcBodyProcessingMode, egv1a1.StreamedExtProcBodyProcessingMode
 	}
-	port := gwapiv1.PortNumber(EPPGRPCPort)
+	port := gwapiv1.PortNumber(grpcPort)
 	timeout := eppMessageTimeout
 	return &egv1a1.EnvoyExtensionPolicy{
 		TypeMeta:   typeMeta(egAPIVersion, egv1a1.KindEnvoyExtensionPolicy),
 		ObjectMeta: m,
 		Spec: egv1a1.EnvoyExtensionPolicySpec{
-			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: []gwapiv1.LocalPolicyTargetReferenceWithSectionName{routeTarget(n.HTTPRoute)}},
+			PolicyTargetReferences: egv1a1.PolicyTargetReferences{TargetRefs: routeTargets(routes)},
 			ExtProc: []egv1a1.ExtProc{{
 				BackendCluster: egv1a1.BackendCluster{BackendRefs: []egv1a1.BackendRef{{BackendObjectReference: gwapiv1.BackendObjectReference{
-					Name: gwapiv1.ObjectName(n.EPP), Port: &port}}}},
+					Name: gwapiv1.ObjectName(service), Port: &port}}}},
 				MessageTimeout: &timeout,
 				FailOpen:       &failOpen,
 				ProcessingMode: &egv1a1.ExtProcProcessingMode{

@@ -75,9 +75,14 @@ func (g GatewayTarget) policyTarget() gwapiv1.LocalPolicyTargetReferenceWithSect
 	return t
 }
 
-func routeTarget(name string) gwapiv1.LocalPolicyTargetReferenceWithSectionName {
-	return gwapiv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gwapiv1.LocalPolicyTargetReference{
-		Group: GroupGatewayAPI, Kind: KindHTTPRoute, Name: gwapiv1.ObjectName(name)}}
+// routeTargets attach a policy to HTTPRoutes of its namespace.
+func routeTargets(names []string) []gwapiv1.LocalPolicyTargetReferenceWithSectionName {
+	out := make([]gwapiv1.LocalPolicyTargetReferenceWithSectionName, len(names))
+	for i, name := range names {
+		out[i] = gwapiv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gwapiv1.LocalPolicyTargetReference{
+			Group: GroupGatewayAPI, Kind: KindHTTPRoute, Name: gwapiv1.ObjectName(name)}}
+	}
+	return out
 }
 
 // service is a ClusterIP Service of the pods selector matches.

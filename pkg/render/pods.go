@@ -14,6 +14,8 @@ import (
 type Images struct {
 	EPP string
 	BBR string
+	// Global is the global picker's (cmd/igw-global), unless spec.picker names one.
+	Global string
 }
 
 // Ports of the endpoint picker and the body-based router (their flags' defaults).

@@ -27,7 +27,7 @@ import (
 	"github.com/igw-dev/igw/pkg/openaimodels"
 )
 
-var testImages = Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test"}
+var testImages = Images{EPP: "ghcr.io/igw-dev/igw-epp:test", BBR: "ghcr.io/igw-dev/igw-bbr:test", Global: "ghcr.io/igw-dev/igw-global:test"}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -95,8 +95,9 @@ func objectsYAML(t *testing.T, objs []client.Object) []byte {
 // goldenCase is a testdata/<case>.in.yaml: what to render, from which objects.
 // Its output is testdata/<case>.out.yaml.
 type goldenCase struct {
-	// Render is "config" for the config's gateway-wide children, or
-	// "route/NAME" for the children of the route NAME of Routes.
+	// Render is "config" for the config's gateway-wide children,
+	// "route/NAME" for the children of the route NAME of Routes, or "global"
+	// for the children of Global, whose routes attach to Config's Gateway.
 	Render string                       `json:"render"`
 	Config igwv1.InferenceGatewayConfig `json:"config"`
 	// Routes are the config's routes (for "config") or hold the one rendered.
@@ -104,6 +105,9 @@ type goldenCase struct {
 	Observations struct {
 		AcceleratorTypes []string `json:"acceleratorTypes,omitempty"`
 	} `json:"observations,omitempty"`
+	Global *igwv1.GlobalInferenceGateway `json:"global,omitempty"`
+	// RawPipeline is the content of Global's routing.configMapRef.
+	RawPipeline string `json:"rawPipeline,omitempty"`
 }
 
 func loadCase(t *testing.T, path string) goldenCase {
@@ -122,6 +126,16 @@ func loadCase(t *testing.T, path string) goldenCase {
 // objects renders the case.
 func (c goldenCase) objects(t *testing.T) []client.Object {
 	t.Helper()
+	if c.Render == "global" {
+		if c.Global == nil {
+			t.Fatal(`render: "global" needs global`)
+		}
+		out, err := Global(GlobalInput{Global: c.Global, Gateway: ResolveGateway(&c.Config), RawPipeline: []byte(c.RawPipeline), Images: testImages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Objects
+	}
 	if c.Render == "config" {
 		out, err := Config(ConfigInput{Config: &c.Config, Routes: c.Routes, Images: testImages})
 		if err != nil {
