@@ -24,8 +24,11 @@ import (
 // are errors.
 type Config struct {
 	// Region is the hub's own region: a request's origin when the edge does
-	// not name one.
-	Region string `json:"region"`
+	// not name one (x-igw-client-region). Empty (the operator renders no
+	// region: a GlobalInferenceGateway has no hub region), such a request has
+	// no origin: every member counts as equally far and no region's shaping
+	// applies to it.
+	Region string `json:"region,omitempty"`
 	// Pipeline is a global picker configuration in the endpoint picker's
 	// schema with the global registry; empty: Policy.
 	Pipeline string `json:"pipeline,omitempty"`
@@ -137,9 +140,6 @@ func ParseConfig(data []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if c.Region == "" {
-		bad("region is required (the hub's own region)")
-	}
 	if c.Pipeline == "" && c.Policy != "" && c.Policy != PolicyIGWGlobal && c.Policy != PolicyGlobalBlend {
 		bad("policy must be %s or %s, got %q", PolicyIGWGlobal, PolicyGlobalBlend, c.Policy)
 	}

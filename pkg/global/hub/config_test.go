@@ -60,10 +60,25 @@ health: {probeInterval: 500ms, probeTimeout: 400ms, failedProbes: 2, consecutive
 	}
 }
 
+// TestConfigWithoutRegion: the operator renders no hub region (the CRD has
+// none), so a configuration without one loads; requests then take their
+// origin from x-igw-client-region alone.
+func TestConfigWithoutRegion(t *testing.T) {
+	c, err := ParseConfig([]byte("members:\n- {name: a, region: us-east-1, address: \"10.0.0.1:80\", summaryURLs: [\"http://10.0.0.1/igw/v1/global-summary\"], tokenFile: /t}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Region != "" {
+		t.Fatalf("region %q", c.Region)
+	}
+	if _, err := c.BuildPipeline(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for _, tc := range []struct{ name, config, want string }{
 		{"unknown key", "region: us-east-1\nfoo: 1\n" + member, "unknown field"},
-		{"no region", member, "region is required"},
 		{"no members", "region: us-east-1\n", "members must list"},
 		{"bad policy", "region: us-east-1\npolicy: fastest\n" + member, "policy must be igw-global or global-blend"},
 		{"weight range", "region: us-east-1\nweights: {queue: 1001}\n" + member, "weights[queue] is 1001"},
