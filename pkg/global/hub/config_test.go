@@ -2,8 +2,11 @@ package hub
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/internal/command"
 )
@@ -150,4 +153,45 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("a valid configuration has no pipeline: %v", err)
 		}
 	})
+}
+
+// TestRenderedConfigsLoad: every hub configuration the operator renders (the
+// render package's golden outputs) loads and builds its pipeline here, so
+// the two sides of the configuration file cannot drift apart.
+func TestRenderedConfigsLoad(t *testing.T) {
+	files, err := filepath.Glob("../../render/testdata/global-*.out.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rendered global configurations (%v)", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var cm struct {
+				Kind string            `json:"kind"`
+				Data map[string]string `json:"data"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			text, ok := cm.Data["config.yaml"]
+			if cm.Kind != "ConfigMap" || !ok {
+				continue
+			}
+			found++
+			c, err := ParseConfig([]byte(text))
+			if err != nil {
+				t.Fatalf("%s: the rendered configuration does not load: %v", f, err)
+			}
+			if _, err := c.BuildPipeline(); err != nil {
+				t.Fatalf("%s: the rendered configuration's pipeline: %v", f, err)
+			}
+		}
+		if found != 1 {
+			t.Fatalf("%s: %d hub configurations, want 1", f, found)
+		}
+	}
 }
