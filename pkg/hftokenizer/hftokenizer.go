@@ -25,13 +25,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 
 	"github.com/sugarme/tokenizer"
 	"github.com/sugarme/tokenizer/normalizer"
 	"github.com/sugarme/tokenizer/pretokenizer"
 	"github.com/sugarme/tokenizer/pretrained"
+
+	"github.com/igw-dev/igw/internal/loadfile"
 )
 
 // Tokenizer is a loaded tokenizer.json. Safe for concurrent use once loaded.
@@ -48,17 +49,7 @@ type Tokenizer struct {
 var ErrChatTemplate = errors.New("hftokenizer: chat requests need the model's chat template, which is not rendered")
 
 // Load reads a tokenizer.json.
-func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	t, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return t, nil
-}
+func Load(path string) (*Tokenizer, error) { return loadfile.Parse(path, Parse) }
 
 // Parse builds a tokenizer from a tokenizer.json's bytes.
 func Parse(data []byte) (t *Tokenizer, err error) {

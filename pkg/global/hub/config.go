@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/igw-dev/igw/internal/jsontime"
+	"github.com/igw-dev/igw/internal/loadfile"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/global"
 	"github.com/igw-dev/igw/pkg/global/health"
@@ -70,13 +71,13 @@ type RegionConfig = regionshaping.Rule
 
 // HealthConfig tunes failure detection; zero fields keep the defaults.
 type HealthConfig struct {
-	ProbeInterval     Duration `json:"probeInterval,omitzero"`
-	ProbeTimeout      Duration `json:"probeTimeout,omitzero"`
-	FailedProbes      int      `json:"failedProbes,omitempty"`
-	ConsecutiveErrors int      `json:"consecutiveErrors,omitempty"`
-	BaseEjection      Duration `json:"baseEjection,omitzero"`
-	MaxEjection       Duration `json:"maxEjection,omitzero"`
-	SlowStart         Duration `json:"slowStart,omitzero"`
+	ProbeInterval     jsontime.Duration `json:"probeInterval,omitzero"`
+	ProbeTimeout      jsontime.Duration `json:"probeTimeout,omitzero"`
+	FailedProbes      int               `json:"failedProbes,omitempty"`
+	ConsecutiveErrors int               `json:"consecutiveErrors,omitempty"`
+	BaseEjection      jsontime.Duration `json:"baseEjection,omitzero"`
+	MaxEjection       jsontime.Duration `json:"maxEjection,omitzero"`
+	SlowStart         jsontime.Duration `json:"slowStart,omitzero"`
 }
 
 // Default probe timing: every member polled every 0.5 s, 0.5 s allowed.
@@ -85,26 +86,6 @@ const (
 	DefaultProbeTimeout  = 500 * time.Millisecond
 )
 
-// Duration reads "500ms", "2s" (Go duration syntax) from YAML.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration such as \"500ms\" or \"2s\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return fmt.Errorf("want a duration such as \"500ms\" or \"2s\", got %q", s)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
 // Policies the config may name.
 const (
 	PolicyIGWGlobal   = "igw-global"
@@ -112,17 +93,7 @@ const (
 )
 
 // LoadConfig reads and validates the file at path.
-func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
+func LoadConfig(path string) (*Config, error) { return loadfile.Parse(path, ParseConfig) }
 
 // ParseConfig decodes a configuration strictly and validates it.
 func ParseConfig(data []byte) (*Config, error) {

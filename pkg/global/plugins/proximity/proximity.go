@@ -6,10 +6,10 @@
 package proximity
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/igw-dev/igw/internal/jsontime"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/member"
@@ -19,31 +19,11 @@ import (
 // Type is the plugin's type name.
 const Type = "region-proximity"
 
-// Duration is a Go duration string in the parameters ("40ms").
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"40ms\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	if v < 0 {
-		return fmt.Errorf("duration %s is negative", s)
-	}
-	d.Duration = v
-	return nil
-}
-
 // Delay is the one-way delay between two regions, both ways.
 type Delay struct {
-	From  string   `json:"from"`
-	To    string   `json:"to"`
-	Delay Duration `json:"delay"`
+	From  string            `json:"from"`
+	To    string            `json:"to"`
+	Delay jsontime.Duration `json:"delay"`
 }
 
 // Parameters of the scorer (the benchmark scenarios' network section has the same shape).
@@ -51,10 +31,10 @@ type Parameters struct {
 	Delays []Delay `json:"delays"`
 	// SameRegion is the delay within a region (default 1ms); Unknown the delay
 	// between regions the table does not list (default 100ms).
-	SameRegion *Duration `json:"sameRegion"`
-	Unknown    *Duration `json:"unknown"`
+	SameRegion *jsontime.Duration `json:"sameRegion"`
+	Unknown    *jsontime.Duration `json:"unknown"`
 	// Tolerance is added before the ratio (default 5ms).
-	Tolerance *Duration `json:"tolerance"`
+	Tolerance *jsontime.Duration `json:"tolerance"`
 }
 
 type pair struct{ a, b string }
@@ -74,7 +54,7 @@ var New = scheduling.WithParameters(Type, Parameters{}, func(n scheduling.Named,
 		same: time.Millisecond, unknown: 100 * time.Millisecond, tolerance: 5 * time.Millisecond}
 	for _, o := range []struct {
 		dst *time.Duration
-		src *Duration
+		src *jsontime.Duration
 	}{{&s.same, p.SameRegion}, {&s.unknown, p.Unknown}, {&s.tolerance, p.Tolerance}} {
 		if o.src != nil {
 			*o.dst = o.src.Duration
