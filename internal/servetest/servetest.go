@@ -7,6 +7,7 @@ package servetest
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -15,6 +16,28 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
+
+// Options are a server's options: Complete fills what the flags left,
+// Validate reports what is wrong.
+type Options interface {
+	Complete()
+	Validate() error
+}
+
+// Build completes and validates o and builds the server from it, logging
+// nowhere; invalid options or a failed build fail t.
+func Build[O Options, S any](t testing.TB, o O, build func(O, *slog.Logger) (S, error)) S {
+	t.Helper()
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := build(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // RunFunc is a server's Run.
 type RunFunc func(ctx context.Context, ready chan<- struct{}) error

@@ -3,7 +3,6 @@ package bbr
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,14 +23,7 @@ import (
 func startRunner(t *testing.T, o *Options) *Runner {
 	t.Helper()
 	o.GRPCPort, o.HealthPort, o.MetricsPort, o.ModelsPort, o.BindAddress = 0, 0, 0, 0, "127.0.0.1"
-	o.Complete()
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRunner(o, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := servetest.Build(t, o, NewRunner)
 	servetest.Serve(t, "Run", r.Run)
 	return r
 }

@@ -24,12 +24,7 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := sf.check("capacity"); err != nil {
 		return err
 	}
-	sc, err := loadShortened(*sf.file, c.duration)
-	if err != nil {
-		return err
-	}
-	c.defaultPolicies(fs, sc)
-	b, names, err := c.resolve(stderr)
+	sc, b, names, err := c.loadScenario(fs, *sf.file, stderr)
 	if err != nil {
 		return err
 	}

@@ -224,6 +224,22 @@ func (c *common) defaultPolicies(fs *pflag.FlagSet, sc *scenario.Scenario) {
 	}
 }
 
+// loadScenario reads the scenario file, cut to --duration, and resolves the
+// backend and the policies to run it with (the global ones by default for a
+// multi-cluster scenario).
+func (c *common) loadScenario(fs *pflag.FlagSet, file string, stderr io.Writer) (*scenario.Scenario, bench.Backend, []string, error) {
+	sc, err := loadShortened(file, c.duration)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c.defaultPolicies(fs, sc)
+	b, names, err := c.resolve(stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return sc, b, names, nil
+}
+
 // resolve validates the flags (a usageError when one is wrong) and returns
 // the backend and the policies to run on it. Policies the backend cannot run are left out with a note on
 // stderr (the oracle in live mode); none left is an error.
@@ -364,12 +380,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *first < 1 {
 		return usageErrorf("--first-seed must be at least 1")
 	}
-	sc, err := loadShortened(*file, c.duration)
-	if err != nil {
-		return err
-	}
-	c.defaultPolicies(fs, sc)
-	b, names, err := c.resolve(stderr)
+	sc, b, names, err := c.loadScenario(fs, *file, stderr)
 	if err != nil {
 		return err
 	}

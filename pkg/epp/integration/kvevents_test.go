@@ -3,8 +3,6 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -200,10 +198,7 @@ func startRunner(t *testing.T, configFile, endpointsFile string) *runner.Runner 
 	o := options.New()
 	o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
 	o.ConfigFile, o.EndpointsFile = configFile, endpointsFile
-	o.Complete()
-	must(t, o.Validate())
-	r, err := runner.New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	must(t, err)
+	r := servetest.Build(t, o, runner.New)
 	stop := servetest.Start(t, "the picker", r.Run)
 	t.Cleanup(func() { _ = stop() })
 	return r

@@ -2,8 +2,6 @@ package runner
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,14 +33,7 @@ func start(t *testing.T, configure func(*options.Options)) (r *Runner, stop func
 	o := options.New()
 	o.GRPCPort, o.HealthPort, o.MetricsPort, o.BindAddress = 0, 0, 0, "127.0.0.1"
 	configure(o)
-	o.Complete()
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = servetest.Build(t, o, New)
 	return r, servetest.Start(t, "the picker", r.Run)
 }
 

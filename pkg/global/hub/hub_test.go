@@ -155,14 +155,7 @@ func startHub(t *testing.T, config string) *Hub {
 	o := NewOptions()
 	// Port 0 turns the front off, so it gets a free port of its own.
 	o.ConfigFile, o.GRPCPort, o.HTTPPort, o.MetricsPort, o.BindAddress = path, 0, freePort(t), 0, "127.0.0.1"
-	o.Complete()
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(o, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := servetest.Build(t, o, New)
 	servetest.Serve(t, "hub", h.Run)
 	return h
 }
