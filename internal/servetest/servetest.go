@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -112,4 +113,18 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// FreePort is the port of FreeAddr, for options that take a port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

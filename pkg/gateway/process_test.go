@@ -2,15 +2,10 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,49 +14,18 @@ import (
 )
 
 // The gateway as its command runs it: cmd/igw-gateway built once per test
-// binary into a temporary directory and started as a subprocess, so signals,
-// the exit code and the process's memory are the real ones.
-
-var gatewayBinary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if gatewayBinary.dir != "" {
-		os.RemoveAll(gatewayBinary.dir)
-	}
-	os.Exit(code)
-}
-
-// buildGateway builds cmd/igw-gateway into a temporary directory, once.
-func buildGateway(t *testing.T) string {
-	t.Helper()
-	b := &gatewayBinary
-	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "igw-gateway-test-"); b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "igw-gateway")
-		out, err := exec.Command("go", "build", "-o", b.path, "github.com/igw-dev/igw/cmd/igw-gateway").CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
-}
+// binary (proc.Build) and started as a subprocess, so signals, the exit code
+// and the process's memory are the real ones.
 
 // startGatewayProcess starts igw-gateway on a free port with args and
 // returns once it serves /healthz; it is stopped when the test ends.
 func startGatewayProcess(t *testing.T, args ...string) *proc.Proc {
 	t.Helper()
-	p, err := proc.Start(context.Background(), "igw-gateway", buildGateway(t), append([]string{"--port", "0"}, args...), "/healthz")
+	bin, err := proc.Build("igw-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proc.Start(context.Background(), "igw-gateway", bin, append([]string{"--port", "0"}, args...), "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/internal/proc"
+	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/global/hub"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -68,8 +68,7 @@ const servedModels = "llama,llama-eu"
 func newMember(t *testing.T, name, region string) *member {
 	t.Helper()
 	m := &member{name: name, region: region, dir: t.TempDir(), delay: &delayProxy{}}
-	m.token = filepath.Join(m.dir, "token")
-	writeFile(t, m.token, "summary-token-of-"+name+"-0123456789\n")
+	m.token = testfile.Write(t, m.dir, "token", "summary-token-of-"+name+"-0123456789\n")
 	return m
 }
 
@@ -86,8 +85,7 @@ func (m *member) start(t *testing.T, b binaries) {
 		}
 		m.sims[i], m.simPorts[i] = p, p.Port
 	}
-	endpoints := filepath.Join(m.dir, "endpoints.yaml")
-	writeFile(t, endpoints, fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n- {address: 127.0.0.1, port: %d}\n", m.simPorts[0], m.simPorts[1]))
+	endpoints := testfile.Write(t, m.dir, "endpoints.yaml", fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n- {address: 127.0.0.1, port: %d}\n", m.simPorts[0], m.simPorts[1]))
 	gw, err := proc.Start(ctx, m.name+" igw-gateway", b.gateway, []string{"--port", strconv.Itoa(m.gwPort), "--bind-address", "127.0.0.1",
 		"--endpoints-file", endpoints, "--served-model-name", servedModels, "--global-summary-token-file", m.token,
 		// Scrapes run late on a loaded machine; a member must not report its
@@ -121,37 +119,18 @@ func (m *member) configYAML() string {
 // startHub runs igw-global with its standalone front over the members.
 func startHub(t *testing.T, b binaries, members []*member) (front, metrics string, p *proc.Proc) {
 	t.Helper()
-	dir := t.TempDir()
 	config := "region: us-east-1\nmodels: [{name: llama-eu, regions: [eu-west-1]}, {name: llama}]\nmembers:\n"
 	for _, m := range members {
 		config += m.configYAML()
 	}
-	path := filepath.Join(dir, "hub.yaml")
-	writeFile(t, path, config)
-	metricsPort := freePort(t)
+	path := testfile.Write(t, "", "hub.yaml", config)
+	metricsPort := servetest.FreePort(t)
 	p, err := proc.Start(context.Background(), "igw-global", b.hub, []string{"--config", path, "--bind-address", "127.0.0.1",
-		"--log-level", "warn", "--grpc-port", "0", "--http-port", strconv.Itoa(freePort(t)), "--metrics-port", strconv.Itoa(metricsPort)}, "/healthz")
+		"--log-level", "warn", "--grpc-port", "0", "--http-port", strconv.Itoa(servetest.FreePort(t)), "--metrics-port", strconv.Itoa(metricsPort)}, "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p.URL, fmt.Sprintf("http://127.0.0.1:%d", metricsPort), p
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // status reads the hub's GET /status.

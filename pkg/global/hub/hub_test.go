@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -127,11 +126,7 @@ func memberSummary(name, region string, now time.Time, models ...string) *global
 
 func tokenFile(t testing.TB) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(p, []byte(testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testfile.Write(t, "", "token", testToken+"\n")
 }
 
 // memberYAML is a member's entry in the hub's configuration.
@@ -148,24 +143,13 @@ func memberYAML(t *testing.T, name, region string, servers ...*fakeMember) strin
 // startHub runs a hub over config (members appended) with the front on.
 func startHub(t *testing.T, config string) *Hub {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := testfile.Write(t, "", "config.yaml", config)
 	o := NewOptions()
 	// Port 0 turns the front off, so it gets a free port of its own.
-	o.ConfigFile, o.GRPCPort, o.HTTPPort, o.MetricsPort, o.BindAddress = path, 0, freePort(t), 0, "127.0.0.1"
+	o.ConfigFile, o.GRPCPort, o.HTTPPort, o.MetricsPort, o.BindAddress = path, 0, servetest.FreePort(t), 0, "127.0.0.1"
 	h := servetest.Build(t, o, New)
 	servetest.Serve(t, "hub", h.Run)
 	return h
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(servetest.FreeAddr(t))
-	var n int
-	fmt.Sscan(port, &n)
-	return n
 }
 
 // waitInRotation waits until the hub has every member named in rotation.
