@@ -223,3 +223,41 @@ func Send(srv extprocv3.ExternalProcessor_ProcessServer, replies []*extprocv3.Pr
 func Unexpected(m any) error {
 	return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", m)
 }
+
+// HeldRequest is the request path of a server that holds a request until
+// its body ends and then routes it (the endpoint picker, the hub): it counts
+// the body against a limit and says when the request is whole.
+type HeldRequest struct {
+	// Buffered: Envoy waits for the headers reply before sending the body,
+	// in one message (BUFFERED), as it announced (BodyModes).
+	Buffered bool
+	// HeadersOnly: the request ended with its headers, so it has no body phase.
+	HeadersOnly bool
+	// Size counts the body's bytes so far.
+	Size int64
+}
+
+// Headers takes the request's headers message: whole when the request ended
+// with it, to be routed now; otherwise the replies to send now (a buffered
+// body comes only after the headers reply; a streamed one without it).
+func (h *HeldRequest) Headers(m *extprocv3.HttpHeaders) (whole bool, replies []*extprocv3.ProcessingResponse) {
+	switch {
+	case m.GetEndOfStream():
+		h.HeadersOnly = true
+		return true, nil
+	case h.Buffered:
+		return false, []*extprocv3.ProcessingResponse{RequestHeaders(nil)}
+	}
+	return false, nil
+}
+
+// Body counts a body message against limit: tooLarge (a 413) once the body
+// passes it, else whole when the body is complete. A buffered body is
+// complete in its one message, even when trailers follow.
+func (h *HeldRequest) Body(m *extprocv3.HttpBody, limit int64) (whole bool, tooLarge *apierror.Error) {
+	h.Size += int64(len(m.GetBody()))
+	if h.Size > limit {
+		return false, apierror.TooLarge(limit)
+	}
+	return h.Buffered || m.GetEndOfStream(), nil
+}

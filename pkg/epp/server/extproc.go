@@ -74,7 +74,8 @@ type exchange struct {
 	subset  []string
 	// chunks are the request body as received; they are sent back unchanged.
 	chunks [][]byte
-	size   int64
+	// held counts the body and says when the request is whole.
+	held extproc.HeldRequest
 	// scratch holds the body joined as chunks arrive (from the second chunk
 	// on, so that the copy overlaps the transfer) and the parser's buffer;
 	// taken from scratchPool while the request path needs it.
@@ -84,16 +85,13 @@ type exchange struct {
 	trusted director.TrustedHeaders
 	debug   bool
 	stream  bool
-	// headersOnly: the request ended with its headers, so it has no body phase.
-	headersOnly bool
-	// requestBuffered: Envoy waits for the headers reply before sending the
-	// body, in one message; responseChunked: each response chunk is answered
-	// on its own, without a streamed body mutation. Both as Envoy announced.
-	requestBuffered, responseChunked bool
-	result                           *director.Result
-	meter                            responsestream.Meter
-	status                           int
-	done                             bool
+	// responseChunked: each response chunk is answered on its own, without a
+	// streamed body mutation, as Envoy announced.
+	responseChunked bool
+	result          *director.Result
+	meter           responsestream.Meter
+	status          int
+	done            bool
 	// model is the name the body asked for; started is when the request's
 	// headers came; responseBytes counts the response body (for the metrics).
 	model         string
@@ -206,25 +204,20 @@ func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *excha
 		x.subset = subsetHint(req.GetMetadataContext())
 		x.trusted = s.trustedHeaders()
 		x.debug = x.trusted.Debug && x.headers[wire.HeaderDebug] == "1"
-		switch {
-		case r.RequestHeaders.GetEndOfStream():
-			x.headersOnly = true
+		// A buffered body comes only after the headers reply; the body reply routes.
+		var whole bool
+		if whole, replies = x.held.Headers(r.RequestHeaders); whole {
 			replies = s.route(srv, x)
-		case x.requestBuffered:
-			// Envoy sends the body only after this reply; the body reply routes.
-			replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
 		}
 	case *extprocv3.ProcessingRequest_RequestBody:
-		body := r.RequestBody
-		x.size += int64(len(body.GetBody()))
-		if limit := s.maxBody(); x.size > limit {
-			return s.send(srv, extproc.Immediate("epp", apierror.TooLarge(limit)), x)
+		whole, tooLarge := x.held.Body(r.RequestBody, s.maxBody())
+		if tooLarge != nil {
+			return s.send(srv, extproc.Immediate("epp", tooLarge), x)
 		}
-		if len(body.GetBody()) > 0 {
-			x.addChunk(body.GetBody())
+		if b := r.RequestBody.GetBody(); len(b) > 0 {
+			x.addChunk(b)
 		}
-		// A buffered body is complete in its one message, even when trailers follow.
-		if x.requestBuffered || body.GetEndOfStream() {
+		if whole {
 			replies = s.route(srv, x)
 		}
 	case *extprocv3.ProcessingRequest_RequestTrailers:
@@ -259,7 +252,7 @@ func (s *ExtProc) maxBody() int64 {
 func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *extprocv3.ProcessingResponse, x *exchange) error {
 	if ir := reply.GetImmediateResponse(); ir != nil && s.Metrics != nil {
 		s.Metrics.Responses.WithLabelValues(metrics.Code(int(ir.GetStatus().GetCode()))).Inc()
-		s.Metrics.Rejected(x.model, x.size, int(ir.GetStatus().GetCode()))
+		s.Metrics.Rejected(x.model, x.held.Size, int(ir.GetStatus().GetCode()))
 	}
 	x.done = true
 	return srv.Send(reply)
@@ -268,7 +261,7 @@ func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *ext
 // followAnnouncedModes reads the body modes from the stream's first message;
 // without it the modes are full duplex, which the picker was first built for.
 func (x *exchange) followAnnouncedModes(pc *extprocv3.ProtocolConfiguration) {
-	x.requestBuffered, x.responseChunked = extproc.BodyModes(pc)
+	x.held.Buffered, x.responseChunked = extproc.BodyModes(pc)
 }
 
 // route schedules the buffered request and returns the replies for the
@@ -310,13 +303,13 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 	x.meter = responsestream.Meter{Streaming: x.stream}
 	if s.Metrics != nil {
 		s.Metrics.Picks.WithLabelValues(res.Primary).Inc()
-		s.Metrics.Routed(x.model, x.size, res)
+		s.Metrics.Routed(x.model, x.held.Size, res)
 	}
 	dest := res.Primary
 	if len(res.Fallbacks) > 0 {
 		dest += "," + strings.Join(res.Fallbacks, ",")
 	}
-	replies := extproc.Route(dest, x.requestBuffered, x.headersOnly, x.chunks)
+	replies := extproc.Route(dest, x.held.Buffered, x.held.HeadersOnly, x.chunks)
 	x.chunks = nil
 	if s.Metrics != nil {
 		s.Metrics.RequestPathLatency.Observe(s.now().Sub(received).Seconds())
@@ -328,7 +321,7 @@ func (s *ExtProc) reject(x *exchange, e *apierror.Error, reason string) []*extpr
 	s.log().Info("request not routed", "status", e.Status, "reason", reason, "message", e.Message)
 	if s.Metrics != nil {
 		s.Metrics.Responses.WithLabelValues(metrics.Code(e.Status)).Inc()
-		s.Metrics.Rejected(x.model, x.size, e.Status)
+		s.Metrics.Rejected(x.model, x.held.Size, e.Status)
 	}
 	x.done = true
 	return []*extprocv3.ProcessingResponse{extproc.Immediate("epp", e)}

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/igw-dev/igw/internal/extproc"
-	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/global"
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -30,14 +29,13 @@ func registerExtProc(s *grpc.Server, x *ExtProc) { extprocv3.RegisterExternalPro
 
 // hubExchange is one HTTP request across its ext_proc stream.
 type hubExchange struct {
-	headers                          map[string]string
-	chunks                           [][]byte
-	size                             int64
-	requestBuffered, responseChunked bool
-	headersOnly                      bool
-	decision                         *global.Decision
-	status                           int
-	responded, done                  bool
+	headers         map[string]string
+	held            extproc.HeldRequest
+	chunks          [][]byte
+	responseChunked bool
+	decision        *global.Decision
+	status          int
+	responded, done bool
 }
 
 // Process handles one request's stream.
@@ -45,7 +43,7 @@ func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	x := &hubExchange{}
 	defer s.end(x, false)
 	return extproc.Serve(srv, func(pc *extprocv3.ProtocolConfiguration) {
-		x.requestBuffered, x.responseChunked = extproc.BodyModes(pc)
+		x.held.Buffered, x.responseChunked = extproc.BodyModes(pc)
 	}, func(req *extprocv3.ProcessingRequest) error { return s.handle(srv, x, req) })
 }
 
@@ -55,24 +53,20 @@ func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *hubEx
 	switch r := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
-		switch {
-		case r.RequestHeaders.GetEndOfStream():
-			x.headersOnly = true
+		var whole bool
+		if whole, replies = x.held.Headers(r.RequestHeaders); whole {
 			replies = s.route(srv, x)
-		case x.requestBuffered:
-			replies = []*extprocv3.ProcessingResponse{extproc.RequestHeaders(nil)}
 		}
 	case *extprocv3.ProcessingRequest_RequestBody:
-		b := r.RequestBody.GetBody()
-		x.size += int64(len(b))
-		if limit := s.Hub.opts.MaxBodyBytes; x.size > limit {
+		whole, tooLarge := x.held.Body(r.RequestBody, s.Hub.opts.MaxBodyBytes)
+		if tooLarge != nil {
 			x.done = true
-			return srv.Send(extproc.Immediate("global", apierror.TooLarge(limit)))
+			return srv.Send(extproc.Immediate("global", tooLarge))
 		}
-		if len(b) > 0 {
+		if b := r.RequestBody.GetBody(); len(b) > 0 {
 			x.chunks = append(x.chunks, b)
 		}
-		if x.requestBuffered || r.RequestBody.GetEndOfStream() {
+		if whole {
 			replies = s.route(srv, x)
 		}
 	case *extprocv3.ProcessingRequest_RequestTrailers:
@@ -108,7 +102,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *hubExc
 		return []*extprocv3.ProcessingResponse{extproc.Immediate("global", apiErr)}
 	}
 	x.decision = d
-	replies := extproc.Route(d.Destination(), x.requestBuffered, x.headersOnly, x.chunks)
+	replies := extproc.Route(d.Destination(), x.held.Buffered, x.held.HeadersOnly, x.chunks)
 	x.chunks = nil
 	return replies
 }
