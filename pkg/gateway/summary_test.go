@@ -1,13 +1,14 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/globalsummary/summarytest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -22,9 +23,7 @@ func TestGatewayServesMemberSummary(t *testing.T) {
 		"--global-summary-token-file", tokens, "--cluster", "use1", "--region", "us-east-1")
 	url := "http://" + g.Addr() + wire.GlobalSummaryPath
 
-	if r := send(t, http.DefaultClient, mustGet(t, url)); r.status != http.StatusUnauthorized {
-		t.Fatalf("without a token: %d %s, want 401", r.status, r.body)
-	}
+	summarytest.RefusesWithoutToken(t, url)
 	// Four blocks of 128 tokens at 4 bytes a token.
 	long := `{"model":"m","prompt":"` + strings.Repeat("a conversation's shared prefix ", 70) + `","max_tokens":3}`
 	if r := post(t, g, "/v1/completions", long); r.status != http.StatusOK {
@@ -37,18 +36,9 @@ func TestGatewayServesMemberSummary(t *testing.T) {
 		t.Fatalf("failing completion: %d %s", r.status, r.body)
 	}
 
-	c := globalsummary.Client{TokenFile: tokens}
-	var m *globalsummary.Model
-	waitFor(t, "the summary lists m with a ready endpoint and both requests", func() bool {
-		s, err := c.Fetch(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Cluster != "use1" || s.Region != "us-east-1" {
-			t.Fatalf("cluster %q region %q", s.Cluster, s.Region)
-		}
-		m = s.Find("m")
-		return m != nil && m.ReadyEndpoints == 1 && m.Requests == 2
+	// Ready once m lists a ready endpoint and both requests.
+	m := summarytest.WaitForModel(t, url, tokens, "use1", "us-east-1", "m", 10*time.Second, func(m *globalsummary.Model) bool {
+		return m.ReadyEndpoints == 1 && m.Requests == 2
 	})
 	if m.Endpoints != 1 || m.Waiting < 2 || m.KVHeadroom == nil || *m.KVHeadroom != 0.75 {
 		t.Errorf("summary of m: %+v", m)

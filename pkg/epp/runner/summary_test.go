@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/globalsummary/summarytest"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -35,27 +35,11 @@ func TestGlobalSummaryServed(t *testing.T) {
 	defer stop()
 	url := "http://" + r.Addr("global-summary") + wire.GlobalSummaryPath
 
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("without a token: %d, want 401", resp.StatusCode)
-	}
+	summarytest.RefusesWithoutToken(t, url)
 
-	client := &globalsummary.Client{TokenFile: tokens}
-	var m *globalsummary.Model
-	waitFor(t, "a summary with the scraped queue", func() bool {
-		s, err := client.Fetch(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Cluster != "use1" || s.Region != "us-east-1" {
-			t.Fatalf("summary names %q in %q", s.Cluster, s.Region)
-		}
-		m = s.Find("llama")
-		return m != nil && m.ReadyEndpoints == 1 && m.Waiting == 3
+	// Ready once the scraped queue shows.
+	m := summarytest.WaitForModel(t, url, tokens, "use1", "us-east-1", "llama", waitLong, func(m *globalsummary.Model) bool {
+		return m.ReadyEndpoints == 1 && m.Waiting == 3
 	})
 	if m.Endpoints != 1 || m.Running != 2 {
 		t.Fatalf("summary %+v", *m)
