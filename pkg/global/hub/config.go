@@ -44,12 +44,10 @@ type Config struct {
 	Health  HealthConfig   `json:"health,omitzero"`
 }
 
-// MemberConfig is one member cluster.
+// MemberConfig is one member cluster: its name, region and gateway address
+// as the picker knows it, and where its summary is read.
 type MemberConfig struct {
-	Name   string `json:"name"`
-	Region string `json:"region"`
-	// Address is host:port of the member's gateway.
-	Address string `json:"address"`
+	global.Member
 	// SummaryURLs are the member's summary documents (one per picker when it
 	// has several), merged into one.
 	SummaryURLs []string `json:"summaryURLs"`
@@ -208,7 +206,7 @@ func (c *Config) probeTimeout() time.Duration {
 func (c *Config) members() ([]global.Member, error) {
 	out := make([]global.Member, len(c.Members))
 	for i, m := range c.Members {
-		out[i] = global.Member{Name: m.Name, Region: m.Region, Address: m.Address}
+		out[i] = m.Member
 	}
 	p, err := global.New(global.Options{})
 	if err != nil {
