@@ -1,7 +1,6 @@
 package des
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"maps"
@@ -9,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/igw-dev/igw/internal/timeheap"
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
@@ -49,7 +49,7 @@ type globalRun struct {
 	hubs    map[string]*hub // by client region
 	flying  map[uint64]*globalFlight
 
-	deliveries deliveryQueue
+	deliveries timeheap.Heap[delivery]
 	outages    []outageEdge // in time order
 	pollAt     time.Duration
 	snap       sim.Snapshot
@@ -94,29 +94,10 @@ type globalFlight struct {
 	oraclePod int
 }
 
+// delivery is a request's send on its way to a member.
 type delivery struct {
-	at      time.Duration
 	id      uint64
 	attempt int
-}
-
-// deliveryQueue holds requests on their way to a member, earliest first.
-type deliveryQueue []delivery
-
-func (q deliveryQueue) Len() int { return len(q) }
-func (q deliveryQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].id < q[j].id
-}
-func (q deliveryQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *deliveryQueue) Push(x any)   { *q = append(*q, x.(delivery)) }
-func (q *deliveryQueue) Pop() any {
-	old := *q
-	d := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return d
 }
 
 // outageEdge is the start or the end of a member's outage.
@@ -246,8 +227,8 @@ func (r *globalRun) loop(ctx context.Context, progress func(float64)) error {
 		if len(r.outages) > 0 {
 			ev.offer(r.outages[0].at, "outage", -1, -1)
 		}
-		if len(r.deliveries) > 0 {
-			ev.offer(r.deliveries[0].at, "delivery", -1, -1)
+		if at, ok := r.deliveries.Next(); ok {
+			ev.offer(at, "delivery", -1, -1)
 		}
 	}
 	do := func(ev event) (bool, error) {
@@ -265,7 +246,8 @@ func (r *globalRun) loop(ctx context.Context, progress func(float64)) error {
 			r.outages = r.outages[1:]
 			r.outage(e, ev.at)
 		case "delivery":
-			r.deliver(heap.Pop(&r.deliveries).(delivery), ev.at)
+			_, d := r.deliveries.Pop()
+			r.deliver(d, ev.at)
 		case "arrival":
 			r.arrive(r.gen.Pop())
 		default:
@@ -364,7 +346,7 @@ func (r *globalRun) sendTo(f *globalFlight, member int, at time.Duration) {
 	f.delay = r.sc.Delay(r.origin(f), r.members[member].region)
 	f.attempt++
 	r.rec.Sent(f.req.ID, member, at)
-	heap.Push(&r.deliveries, delivery{at: at + f.delay, id: f.req.ID, attempt: f.attempt})
+	r.deliveries.Push(at+f.delay, f.req.ID, delivery{id: f.req.ID, attempt: f.attempt})
 }
 
 // oracleSend sends f to the member and pod the exact cost model says answer

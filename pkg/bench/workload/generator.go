@@ -12,13 +12,13 @@
 package workload
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/igw-dev/igw/internal/splitmix"
+	"github.com/igw-dev/igw/internal/timeheap"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
@@ -73,7 +73,7 @@ type Generator struct {
 	sessions    int
 
 	live     map[uint64]*session // sessions with a turn in flight or pending
-	followUp releases
+	followUp timeheap.Heap[release]
 	system   []string // per group, built on first use
 	pop      *popularity
 
@@ -118,19 +118,27 @@ func AdapterName(k int) string { return "adapter-" + strconv.Itoa(k+1) }
 // follow a Finished call).
 func (g *Generator) Next() (time.Duration, bool) {
 	switch {
-	case len(g.followUp) > 0 && (!g.hasArrival || g.followUp[0].at <= g.nextArrival):
-		return g.followUp[0].at, true
+	case g.followUpFirst():
+		at, _ := g.followUp.Next()
+		return at, true
 	case g.hasArrival:
 		return g.nextArrival, true
 	}
 	return 0, false
 }
 
+// followUpFirst: a conversation's next turn is due no later than the next
+// arrival.
+func (g *Generator) followUpFirst() bool {
+	at, ok := g.followUp.Next()
+	return ok && (!g.hasArrival || at <= g.nextArrival)
+}
+
 // Pop releases the request Next announced.
 func (g *Generator) Pop() *Request {
-	if len(g.followUp) > 0 && (!g.hasArrival || g.followUp[0].at <= g.nextArrival) {
-		r := heap.Pop(&g.followUp).(release)
-		return g.turn(r.s, r.turn, r.at)
+	if g.followUpFirst() {
+		at, r := g.followUp.Pop()
+		return g.turn(r.s, r.turn, at)
 	}
 	if !g.hasArrival {
 		return nil
@@ -162,7 +170,7 @@ func (g *Generator) Finished(req *Request, at time.Duration, ok bool) {
 	if at > g.sc.Duration || tokenizer.Count(s.context)+s.inputs[next]+s.outputs[next] > g.maxContext {
 		return // arrivals stop at the duration; a client stops at the context limit
 	}
-	heap.Push(&g.followUp, release{at: at, s: s, turn: next})
+	g.followUp.Push(at, uint64(s.id), release{s: s, turn: next}) // session ids count up from 0
 }
 
 // newSession draws everything about a session up front, so that its content
@@ -259,27 +267,8 @@ func (g *Generator) origin(s int) string {
 
 // release is a conversation's next turn waiting for its time.
 type release struct {
-	at   time.Duration
 	s    *session
 	turn int
-}
-
-type releases []release
-
-func (h releases) Len() int { return len(h) }
-func (h releases) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].s.id < h[j].s.id
-}
-func (h releases) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *releases) Push(x any)   { *h = append(*h, x.(release)) }
-func (h *releases) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return r
 }
 
 // MaxCounted is the most requests of sc's workload for seed that a run can
