@@ -16,18 +16,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/igw-dev/igw/internal/command"
 )
 
-// Options are a server's options: Complete fills what the flags left,
-// Validate reports what is wrong.
-type Options interface {
-	Complete()
-	Validate() error
-}
-
-// Build completes and validates o and builds the server from it, logging
-// nowhere; invalid options or a failed build fail t.
-func Build[O Options, S any](t testing.TB, o O, build func(O, *slog.Logger) (S, error)) S {
+// Build completes and validates o, as the command line would after its
+// flags, and builds the server from it, logging nowhere; invalid options or
+// a failed build fail t.
+func Build[O command.Options, S any](t testing.TB, o O, build func(O, *slog.Logger) (S, error)) S {
 	t.Helper()
 	o.Complete()
 	if err := o.Validate(); err != nil {
