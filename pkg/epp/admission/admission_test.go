@@ -69,3 +69,35 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 		t.Errorf("a request waiting 2 s there already: not shed")
 	}
 }
+
+// An endpoint serving LoRA adapters is not judged by its waits and times
+// between tokens, which adapter loads and slots stretch: requests go on being
+// scheduled there, while the same figures on a base-model endpoint shed them.
+func TestAdapterWaitsAreNotOverload(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel
+	base := view(500, 0.2)
+	base.InFlight, base.OldestWait = 40, 5*time.Second
+	if d := p.Decide([]*datastore.View{base}, 0, 1000, m); !d.Shed {
+		t.Fatalf("a base-model endpoint past both default bounds: not shed")
+	}
+	running, waiting, sent := *base, *base, *base
+	running.Metrics.RunningAdapters = []string{"a"}
+	waiting.Metrics.WaitingAdapters = []string{"b"}
+	sent.AdaptersSinceSample = []string{"c"}
+	for name, v := range map[string]*datastore.View{"running": &running, "waiting": &waiting, "sent since the sample": &sent} {
+		if d := p.Decide([]*datastore.View{v}, 0, 1000, m); d.Shed {
+			t.Errorf("adapter %s: shed %+v", name, d)
+		}
+		if got := p.WithinBounds([]*datastore.View{v}, 1000, m, nil); len(got) != 1 {
+			t.Errorf("adapter %s: not within the bounds", name)
+		}
+	}
+}
+
+// The bounds are on by default: no configuration is needed for the excess of
+// an overloaded fleet to be shed.
+func TestOverloadBoundsAreOnByDefault(t *testing.T) {
+	if DefaultPolicy.MaxWaitSeconds <= 0 || DefaultPolicy.MaxInterTokenSeconds <= 0 || !DefaultPolicy.Enabled {
+		t.Errorf("default policy %+v: overload bounds off", DefaultPolicy)
+	}
+}

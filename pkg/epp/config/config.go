@@ -30,6 +30,10 @@
 //	  kvCacheUtilization: 0.8 # ... or with this KV-cache use
 //	  shedBelowPriority: 0    # when all are saturated, priorities below this get 429
 //	  maxRetryAfterSeconds: 60
+//	  maxWaitSeconds: 1.5     # overloaded: a new request would wait longer for its first token
+//	  maxInterTokenSeconds: 0.06 # ... or tokens come further apart there; when every endpoint
+//	                          # is overloaded any request gets 429 (0 turns a bound off;
+//	                          # endpoints serving LoRA adapters are never judged by them)
 //	baseModels: []            # model names that are not LoRA adapters (else: x-gateway-base-model-name decides)
 //	trust:                    # request headers the picker acts on; a client can send any
 //	                          # header, so each is off until a trusted source is the only one
