@@ -22,6 +22,7 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 	"github.com/igw-dev/igw/pkg/bench/workload"
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/sim"
@@ -79,7 +80,7 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 	// the global policies' prefix locality is held to.
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
 	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig,
-		KVEventDelay: sc.KVEventDelay}
+		KVEventDelay: sc.KVEventDelay, SLO: admission.SLO{TTFTSeconds: sc.SLO.TTFT.Seconds(), TPOTSeconds: sc.SLO.TPOT.Seconds()}}
 	var err error
 	if r.pods, fleet.Pods, err = newPods(sc, job.Seed); err != nil {
 		return err

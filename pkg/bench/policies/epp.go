@@ -22,7 +22,8 @@ var LegacyBlendConfig = blendConfig(`{name: prefix, type: prefix-cache, paramete
 
 // blendConfig is the legacy blend's weights (queue 2, kv-cache 2, prefix 3)
 // and approximate prefix index (16-token blocks, at most 256) with the given
-// prefix scorer, a plugin entry named prefix.
+// prefix scorer, a plugin entry named prefix. Its admission has no overload
+// bounds: the systems modelled shed no request of the default priority.
 func blendConfig(prefixPlugin string) string {
 	return `
 plugins:
@@ -33,6 +34,7 @@ scorers:
 - {plugin: prefix, weight: 3}
 picker: max-score-picker
 prefix: {blockTokens: 16, maxBlocks: 256}
+admission: {maxWaitSeconds: 0, maxInterTokenSeconds: 0}
 `
 }
 
@@ -54,6 +56,17 @@ type eppRouter struct {
 // as stale: the production default (200 ms), or four scrapes when they are
 // slower than that.
 func StalenessFor(scrape time.Duration) time.Duration { return max(200*time.Millisecond, 4*scrape) }
+
+// newRouteEPP is newEPP for igw's own configurations, told the route's SLO.
+func newRouteEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
+	if fleet.SLO.TTFTSeconds > 0 && fleet.SLO.TPOTSeconds > 0 {
+		var err error
+		if yaml, err = config.WithRouteSLO(yaml, fleet.SLO); err != nil {
+			return nil, err
+		}
+	}
+	return newEPP(fleet, yaml, seed)
+}
 
 // newEPP builds a director over the fleet with the given configuration
 // ("" for config.Default, what igw ships).

@@ -30,6 +30,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 )
@@ -130,6 +131,9 @@ type Fleet struct {
 	// KVEventDelay is how long the servers' KV events take to reach a
 	// precise router's index.
 	KVEventDelay time.Duration
+	// SLO is the route's promise (zero: none), which igw's admission follows
+	// unless its configuration names one.
+	SLO admission.SLO
 }
 
 // New builds the named policy for fleet, with seed for its random choices.
@@ -154,11 +158,11 @@ func New(name string, fleet Fleet, seed uint64) (Router, error) {
 	case LLMDPrecise:
 		return newEPP(fleet, LLMDPreciseConfig, seed)
 	case IGWPrecise:
-		return newEPP(fleet, IGWPreciseConfig, seed)
+		return newRouteEPP(fleet, IGWPreciseConfig, seed)
 	case LegacyBlend:
 		return newEPP(fleet, LegacyBlendConfig, seed)
 	case IGW:
-		return newEPP(fleet, fleet.IGWConfig, seed)
+		return newRouteEPP(fleet, fleet.IGWConfig, seed)
 	case Oracle:
 		if fleet.Predict == nil {
 			return nil, fmt.Errorf("policy oracle needs the exact cost model, which only the des backend has")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
@@ -189,5 +190,17 @@ func TestGlobalPipelines(t *testing.T) {
 	}
 	if two := p.Pick(nil, cands, nil, 2, nil); cands[two[0]].ID != 4 || cands[two[1]].ID != 7 {
 		t.Fatalf("round-robin's pick and fallback %v", two)
+	}
+}
+
+// igw's admission follows the scenario's SLO, as a route's would; the peers'
+// configurations are left as published.
+func TestIGWAdmissionFollowsTheSLO(t *testing.T) {
+	f := fleetOf(2)
+	f.SLO = admission.SLO{TTFTSeconds: 4, TPOTSeconds: 0.2}
+	for name, want := range map[string]float64{IGW: 3, IGWPrecise: 3, LegacyBlend: 0, LLMDPrecise: 0} {
+		if got := mustNew(t, name, f).(*eppRouter).d.Pipeline().Admission.MaxWaitSeconds; got != want {
+			t.Errorf("%s: wait bound %v s, want %v s", name, got, want)
+		}
 	}
 }

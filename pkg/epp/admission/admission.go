@@ -71,17 +71,36 @@ type Policy struct {
 }
 
 // DefaultPolicy sheds negative priorities when every endpoint is saturated,
-// and any request when every endpoint is overloaded. The bounds fit the
-// common SLO of 2 s to the first token and 100 ms between tokens: three
-// quarters of the first-token budget for waiting, and 60 ms between tokens
-// as measured (the learned figure is a mean, and requests spread around it).
-// They keep most of a mixed H100/A10G fleet's goodput at two and four times
-// its load (des) where, unbounded, queues grow until nothing meets the SLO.
-// A 1 s wait bound shed more of the bursts of a bursty fleet that would
-// have been served in time (goodput 5.79 -> 5.57 req/s, median of 3 seeds;
-// 5.80 at 1.5 s).
-var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60,
-	MaxWaitSeconds: 1.5, MaxInterTokenSeconds: 0.06}
+// and any request when every endpoint is overloaded, with the bounds of
+// DefaultSLO.
+var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60}.FitSLO(DefaultSLO)
+
+// SLO is what a route promises its requests: the time to their first token
+// and between their tokens, in seconds.
+type SLO struct {
+	TTFTSeconds float64 `json:"ttftSeconds"`
+	TPOTSeconds float64 `json:"tpotSeconds"`
+}
+
+// DefaultSLO is the common promise of an interactive route, which the
+// bounds fit when the configuration names none.
+var DefaultSLO = SLO{TTFTSeconds: 2, TPOTSeconds: 0.1}
+
+// FitSLO returns p with the overload bounds derived from slo: three quarters
+// of the first-token budget for waiting, and 60% of the per-token budget
+// between tokens as learned (a mean, and requests spread around it). On a
+// mixed H100/A10G fleet (SLO 2 s and 100 ms) they keep most of its goodput
+// at two and four times its load (des) where, unbounded, queues grow until
+// nothing meets the SLO. A wait bound of half the first-token budget shed
+// more of a bursty fleet's bursts that would have been served in time
+// (goodput 5.79 -> 5.57 req/s, median of 3 seeds; 5.80 at three quarters);
+// bounds fitted to 2 s and 100 ms on routes promising 3-5 s and 150 ms
+// (mooncake traces) shed 54-111 requests and cost 1-4% of goodput.
+func (p Policy) FitSLO(slo SLO) Policy {
+	p.MaxWaitSeconds = 0.75 * slo.TTFTSeconds
+	p.MaxInterTokenSeconds = 0.6 * slo.TPOTSeconds
+	return p
+}
 
 // Overloaded reports whether v can take no request within the bounds: its
 // wait is over MaxWaitSeconds (WaitExceeded), or, with requests of the

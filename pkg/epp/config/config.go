@@ -30,6 +30,8 @@
 //	  kvCacheUtilization: 0.8 # ... or with this KV-cache use
 //	  shedBelowPriority: 0    # when all are saturated, priorities below this get 429
 //	  maxRetryAfterSeconds: 60
+//	  slo: {ttftSeconds: 2, tpotSeconds: 0.1}  # the route's promise; the bounds below
+//	                          # follow it (3/4 of ttft, 0.6 of tpot) unless set themselves
 //	  maxWaitSeconds: 1.5     # overloaded: a new request would wait longer for its first token
 //	  maxInterTokenSeconds: 0.06 # ... or tokens come further apart there; when every endpoint
 //	                          # is overloaded any request gets 429 (0 turns a bound off;
@@ -119,6 +121,9 @@ type AdmissionSpec struct {
 	MaxRetryAfterSeconds *int     `json:"maxRetryAfterSeconds,omitempty"`
 	MaxWaitSeconds       *float64 `json:"maxWaitSeconds,omitempty"`
 	MaxInterTokenSeconds *float64 `json:"maxInterTokenSeconds,omitempty"`
+	// SLO is the route's promise, which the overload bounds follow unless
+	// they are set themselves.
+	SLO *admission.SLO `json:"slo,omitempty"`
 }
 
 // DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
@@ -280,6 +285,12 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		setIf(&pl.Admission.KVCacheUtilization, a.KVCacheUtilization)
 		setIf(&pl.Admission.ShedBelowPriority, a.ShedBelowPriority)
 		setIf(&pl.Admission.MaxRetryAfterSeconds, a.MaxRetryAfterSeconds)
+		if slo := a.SLO; slo != nil {
+			if !(slo.TTFTSeconds > 0) || !(slo.TPOTSeconds > 0) || math.IsInf(slo.TTFTSeconds, 0) || math.IsInf(slo.TPOTSeconds, 0) {
+				return nil, fmt.Errorf("admission: slo.ttftSeconds and slo.tpotSeconds must be finite and > 0, got %v and %v", slo.TTFTSeconds, slo.TPOTSeconds)
+			}
+			pl.Admission = pl.Admission.FitSLO(*slo)
+		}
 		setIf(&pl.Admission.MaxWaitSeconds, a.MaxWaitSeconds)
 		setIf(&pl.Admission.MaxInterTokenSeconds, a.MaxInterTokenSeconds)
 		if err := pl.Admission.Validate(); err != nil {
@@ -308,4 +319,26 @@ func setIf[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
 	}
+}
+
+// WithRouteSLO returns the configuration text (Default when empty) with
+// the route's SLO for admission unless it names one: its overload bounds then
+// follow the route's promise rather than DefaultSLO.
+func WithRouteSLO(text string, slo admission.SLO) (string, error) {
+	if text == "" {
+		text = Default
+	}
+	c, err := Parse([]byte(text))
+	if err != nil {
+		return "", err
+	}
+	if c.Admission == nil {
+		c.Admission = &AdmissionSpec{}
+	}
+	if c.Admission.SLO != nil {
+		return text, nil
+	}
+	c.Admission.SLO = &slo
+	out, err := yaml.Marshal(c)
+	return string(out), err
 }

@@ -3,11 +3,13 @@ package config
 import (
 	"bytes"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/igw-dev/igw/internal/testfile"
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
@@ -91,6 +93,7 @@ func TestRejects(t *testing.T) {
 		"kv threshold":     "scorers: [{plugin: queue, weight: 1}]\nlatency: {kvPressureThreshold: 2}",
 		"admission":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
 		"admission wait":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {maxWaitSeconds: -1}",
+		"admission slo":    "scorers: [{plugin: queue, weight: 1}]\nadmission: {slo: {ttftSeconds: 2, tpotSeconds: 0}}",
 		"not yaml":         "scorers: [",
 		"wrong type":       "scorers: {plugin: queue}",
 		"negative block":   "scorers: [{plugin: queue, weight: 1}]\nprefix: {blockTokens: -1}",
@@ -160,4 +163,37 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The overload bounds follow the route's SLO unless set themselves, and the
+// route's SLO joins a configuration that names none.
+func TestAdmissionBoundsFollowTheRouteSLO(t *testing.T) {
+	load := func(text string) admission.Policy {
+		t.Helper()
+		p, err := Load([]byte(text), plugins.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Admission
+	}
+	if a := load(Default); a.MaxWaitSeconds != 1.5 || a.MaxInterTokenSeconds != 0.06 {
+		t.Errorf("default bounds %v s, %v s: want those of a 2 s / 100 ms SLO", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
+	}
+	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}}"); a.MaxWaitSeconds != 3 || math.Abs(a.MaxInterTokenSeconds-0.12) > 1e-9 {
+		t.Errorf("bounds for 4 s / 200 ms: %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
+	}
+	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}, maxWaitSeconds: 0}"); a.MaxWaitSeconds != 0 || math.Abs(a.MaxInterTokenSeconds-0.12) > 1e-9 {
+		t.Errorf("an explicit bound must win over the SLO's: %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
+	}
+	withSLO, err := WithRouteSLO("", admission.SLO{TTFTSeconds: 5, TPOTSeconds: 0.15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := load(withSLO); a.MaxWaitSeconds != 3.75 || math.Abs(a.MaxInterTokenSeconds-0.09) > 1e-9 {
+		t.Errorf("the route's 5 s / 150 ms SLO: bounds %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
+	}
+	own := Default + "admission: {slo: {ttftSeconds: 1, tpotSeconds: 0.05}}"
+	if kept, err := WithRouteSLO(own, admission.SLO{TTFTSeconds: 5, TPOTSeconds: 0.15}); err != nil || load(kept).MaxWaitSeconds != 0.75 {
+		t.Errorf("a configuration's own SLO must stay: %v", err)
+	}
 }
