@@ -61,12 +61,3 @@ func TestSummaryNeedsCluster(t *testing.T) {
 		t.Errorf("Validate() = %v, want --cluster required", err)
 	}
 }
-
-func mustGet(t *testing.T, url string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
-}

@@ -43,7 +43,6 @@ type load struct {
 	results []result
 	wg      sync.WaitGroup
 	stop    chan struct{}
-	seq     int
 }
 
 func startLoad(base, model string, workers int) *load {
