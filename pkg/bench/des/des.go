@@ -22,7 +22,6 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 	"github.com/igw-dev/igw/pkg/bench/workload"
-	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/sim"
@@ -80,7 +79,7 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 	// the global policies' prefix locality is held to.
 	r := &run{job: job, gen: gen, rec: rec, flying: map[uint64]*flight{}}
 	fleet := policies.Fleet{ScrapeInterval: sc.ScrapeInterval, Predict: r.predict, IGWConfig: b.IGWConfig,
-		KVEventDelay: sc.KVEventDelay, SLO: routeSLO(sc)}
+		KVEventDelay: sc.KVEventDelay, SLO: policies.RouteSLO(sc.SLO.TTFT, sc.SLO.TPOT)}
 	var err error
 	if r.pods, fleet.Pods, err = newPods(sc, job.Seed); err != nil {
 		return err
@@ -273,10 +272,4 @@ func sameOrCopy(old, cur []string) []string {
 // forward on a copy of its current state.
 func (r *run) predict(pod int, req *policies.Request, now time.Time) (time.Duration, error) {
 	return r.pods[pod].PredictTTFT(sim.Request{ID: req.ID, Adapter: req.Adapter, Prompt: req.Tokens, OutputTokens: req.OutputTokens}, now.Sub(epoch))
-}
-
-// routeSLO is the scenario's SLO as a route declares it to igw's picker,
-// which bounds its admission by it.
-func routeSLO(sc *scenario.Scenario) admission.SLO {
-	return admission.SLO{TTFTSeconds: sc.SLO.TTFT.Seconds(), TPOTSeconds: sc.SLO.TPOT.Seconds()}
 }

@@ -134,7 +134,7 @@ func (b Backend) runGlobal(ctx context.Context, job bench.Job, gen *workload.Gen
 			break // the oracle routes on the pods' exact state; the members' routers are not used
 		}
 		f := fleets[i]
-		f.ScrapeInterval, f.IGWConfig, f.KVEventDelay, f.SLO = sc.ScrapeInterval, b.IGWConfig, sc.KVEventDelay, routeSLO(sc)
+		f.ScrapeInterval, f.IGWConfig, f.KVEventDelay, f.SLO = sc.ScrapeInterval, b.IGWConfig, sc.KVEventDelay, policies.RouteSLO(sc.SLO.TTFT, sc.SLO.TPOT)
 		router, err := policies.New(policies.IGW, f, job.Seed*31+uint64(i))
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", m.name, err)

@@ -80,10 +80,17 @@ func startFleet(ctx context.Context, job bench.Job, speedup float64, bins binari
 		return f, err
 	}
 	pool := gateway.PoolConfig{Name: sc.Name, Models: []string{sc.Model()}, EndpointsFile: "endpoints.yaml"}
-	if igwConfig != "" && job.Policy == policies.IGW {
-		pool.EPPConfig = "igw-epp.yaml"
-		if err := os.WriteFile(filepath.Join(dir, pool.EPPConfig), []byte(igwConfig), 0o644); err != nil {
+	if job.Policy == policies.IGW {
+		// Told the scenario's SLO as a route declares it, as in the des.
+		text, err := policies.RouteConfig(igwConfig, policies.RouteSLO(sc.SLO.TTFT, sc.SLO.TPOT))
+		if err != nil {
 			return f, err
+		}
+		if text != "" {
+			pool.EPPConfig = "igw-epp.yaml"
+			if err := os.WriteFile(filepath.Join(dir, pool.EPPConfig), []byte(text), 0o644); err != nil {
+				return f, err
+			}
 		}
 	}
 	for _, a := range adapters {

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"net"
 	"strconv"
 	"time"
@@ -57,13 +58,26 @@ type eppRouter struct {
 // slower than that.
 func StalenessFor(scrape time.Duration) time.Duration { return max(200*time.Millisecond, 4*scrape) }
 
+// RouteSLO is a scenario's SLO as a route declares it to igw's picker,
+// which bounds its admission by it.
+func RouteSLO(ttft, tpot time.Duration) admission.SLO {
+	return admission.SLO{TTFTSeconds: ttft.Seconds(), TPOTSeconds: tpot.Seconds()}
+}
+
+// RouteConfig is igw's picker configuration text ("" for the built-in one)
+// told the route's SLO; unchanged when the SLO is not set.
+func RouteConfig(yaml string, slo admission.SLO) (string, error) {
+	if slo.TTFTSeconds > 0 && slo.TPOTSeconds > 0 {
+		return config.WithRouteSLO(yaml, slo)
+	}
+	return yaml, nil
+}
+
 // newRouteEPP is newEPP for igw's own configurations, told the route's SLO.
 func newRouteEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
-	if fleet.SLO.TTFTSeconds > 0 && fleet.SLO.TPOTSeconds > 0 {
-		var err error
-		if yaml, err = config.WithRouteSLO(yaml, fleet.SLO); err != nil {
-			return nil, err
-		}
+	yaml, err := RouteConfig(yaml, fleet.SLO)
+	if err != nil {
+		return nil, err
 	}
 	return newEPP(fleet, yaml, seed)
 }
