@@ -3,6 +3,7 @@ package global
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/global/member"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/openaimodels"
 )
 
 // Member is one member cluster as the hub's configuration names it.
@@ -253,6 +255,48 @@ func (p *Picker) Status(now time.Time) []MemberStatus {
 		st.RTT, st.RTTKnown, st.LastError, st.Garbage = m.rtt, m.rttKnown, m.lastError, m.garbage
 		m.mu.Unlock()
 		out = append(out, st)
+	}
+	return out
+}
+
+// ServedModels lists what the hub can route: every model and LoRA adapter
+// (with its base model as parent) in the members' latest good summaries,
+// models sorted by name, each followed by its adapters. A member out of
+// rotation keeps its models listed: its summary still says what it serves.
+func (p *Picker) ServedModels() []openaimodels.Entry {
+	adapters := map[string]map[string]bool{} // base model -> adapter names
+	p.mu.RLock()
+	for _, m := range p.members {
+		m.mu.Lock()
+		if s := m.summary; s != nil {
+			for _, e := range s.Models {
+				if adapters[e.Model] == nil {
+					adapters[e.Model] = map[string]bool{}
+				}
+				for _, a := range e.Adapters {
+					adapters[e.Model][a] = true
+				}
+			}
+		}
+		m.mu.Unlock()
+	}
+	p.mu.RUnlock()
+	models := slices.Sorted(maps.Keys(adapters))
+	// A name is listed once: an adapter named like a model, or listed under
+	// two models, keeps the first place it has.
+	listed := make(map[string]bool, len(models))
+	for _, model := range models {
+		listed[model] = true
+	}
+	out := make([]openaimodels.Entry, 0, len(models))
+	for _, model := range models {
+		out = append(out, openaimodels.Entry{ID: model})
+		for _, a := range slices.Sorted(maps.Keys(adapters[model])) {
+			if !listed[a] {
+				listed[a] = true
+				out = append(out, openaimodels.Entry{ID: a, Parent: model})
+			}
+		}
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/global/member/membertest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
@@ -325,5 +326,23 @@ func TestAdapterResolvesToItsBaseModel(t *testing.T) {
 	}
 	if _, apiErr := f.p.Pick(context.Background(), &scheduling.Request{Model: "nothing"}, false, at(0.1)); apiErr == nil || !strings.Contains(apiErr.Message, "no member cluster has reported model nothing") {
 		t.Fatalf("unknown model: %v", apiErr)
+	}
+}
+
+// TestServedModelsListsEveryMembersModelsAndAdapters: the union of the
+// members' latest summaries, each adapter once, after its model; a member
+// whose fetches fail keeps its last list; a member never heard from adds none.
+func TestServedModelsListsEveryMembersModelsAndAdapters(t *testing.T) {
+	f := newFleet(t, DefaultConfig, three...)
+	f.models["use1"] = globalsummary.Model{Model: "qwen", Endpoints: 1, ReadyEndpoints: 1, Adapters: []string{"qwen-sql"}}
+	f.models["usw2"] = globalsummary.Model{Model: "llama", Endpoints: 1, ReadyEndpoints: 1, Adapters: []string{"llama-chat", "qwen-sql"}}
+	if got := f.p.ServedModels(); len(got) != 0 {
+		t.Fatalf("before any summary: %v", got)
+	}
+	f.poll(at(0), "euw1")
+	f.poll(at(1), "use1", "euw1")
+	want := []openaimodels.Entry{{ID: "llama"}, {ID: "llama-chat", Parent: "llama"}, {ID: "qwen-sql", Parent: "llama"}, {ID: "qwen"}}
+	if got := f.p.ServedModels(); !slices.Equal(got, want) {
+		t.Fatalf("served models %v, want %v", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global"
 	"github.com/igw-dev/igw/pkg/global/health"
+	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/requestbody"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -69,8 +70,26 @@ func (h *Hub) Front() http.Handler {
 	for _, path := range inferencePaths {
 		mux.HandleFunc("POST "+path, f.serve)
 	}
+	models := &servedModels{picker: h.picker}
+	mux.Handle(wire.ModelsPath, models)
+	mux.Handle(wire.ModelsPath+"/", models)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	return apierror.Routes(mux, "The hub serves POST "+strings.Join(inferencePaths, ", ")+".")
+	return apierror.Routes(mux, "The hub serves POST "+strings.Join(inferencePaths, ", ")+" and GET "+wire.ModelsPath+".")
+}
+
+// servedModels answers GET /v1/models (and /v1/models/{id}) with the models
+// the members' latest summaries list, as a member's gateway answers it with
+// its own.
+type servedModels struct {
+	picker  *global.Picker
+	catalog openaimodels.Catalog
+}
+
+func (s *servedModels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Each answer is the members' list as of now; the catalog keeps a
+	// model's created time while the list holds it.
+	s.catalog.Set(s.picker.ServedModels())
+	s.catalog.ServeHTTP(w, r)
 }
 
 var inferencePaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"}

@@ -19,6 +19,7 @@ import (
 	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/extproctest"
 	"github.com/igw-dev/igw/pkg/globalsummary"
+	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -437,4 +438,49 @@ func attemptsOf(h *Hub) int {
 		}
 	}
 	return n
+}
+
+// GET /v1/models on the front lists the models the members serve, in the
+// OpenAI list shape member gateways answer with; one model by id, an
+// unknown one OpenAI's 404, another method a JSON 405.
+func TestFrontListsTheGloballyServedModels(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama")
+	b := startFakeMember(t, "b", "eu-west-1", "llama", "qwen")
+	h := startHub(t, "region: us-east-1\nmembers:\n"+memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
+	waitInRotation(t, h, "a", "b")
+	get := func(method, path string) (int, string, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+h.Addr("http")+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	}
+	status, ctype, body := get(http.MethodGet, wire.ModelsPath)
+	var list openaimodels.List
+	if err := json.Unmarshal(body, &list); err != nil || status != http.StatusOK || ctype != "application/json" {
+		t.Fatalf("GET %s: %d %s %q (%v)", wire.ModelsPath, status, ctype, body, err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+		if m.Object != "model" || m.OwnedBy != openaimodels.OwnedBy || m.Created == 0 {
+			t.Errorf("entry %+v, want an OpenAI model object", m)
+		}
+	}
+	if list.Object != "list" || strings.Join(ids, ",") != "llama,qwen" {
+		t.Errorf("list %+v, want llama and qwen", list)
+	}
+	if status, _, body := get(http.MethodGet, wire.ModelsPath+"/qwen"); status != http.StatusOK || !strings.Contains(string(body), `"id":"qwen"`) {
+		t.Errorf("GET one model: %d %q", status, body)
+	}
+	if status, _, body := get(http.MethodGet, wire.ModelsPath+"/mistral"); status != http.StatusNotFound || !strings.Contains(string(body), "model_not_found") {
+		t.Errorf("GET an unknown model: %d %q", status, body)
+	}
+	if status, ctype, _ := get(http.MethodPost, wire.ModelsPath); status != http.StatusMethodNotAllowed || ctype != "application/json" {
+		t.Errorf("POST %s: %d %s, want a JSON 405", wire.ModelsPath, status, ctype)
+	}
 }
