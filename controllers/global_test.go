@@ -290,6 +290,9 @@ func checkGlobalTranslation(name string) {
 		Expect(ep.GetFailureModeAllow()).To(BeFalse())
 		Expect(ep.GetProcessingMode().GetRequestBodyMode()).To(Equal(extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED))
 		Expect(ep.GetProcessingMode().GetResponseBodyMode()).To(Equal(extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED))
+		// The answering member and Envoy's attempts reach the picker with the
+		// response, so a retried request is credited to its fallback.
+		Expect(ep.GetResponseAttributes()).To(ConsistOf(wire.AttributeUpstreamAddress, wire.AttributeUpstreamAttempts))
 		var svc corev1.Service
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: hubNS, Name: n.Picker}, &svc)).To(Succeed())
 		Expect(endpointAddresses(dump, ep.GetGrpcService().GetEnvoyGrpc().GetClusterName())).To(ContainElement(svc.Spec.ClusterIP))

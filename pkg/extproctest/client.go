@@ -13,6 +13,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // BodyMode is how bodies travel to the server, as configured on Envoy's ext_proc filter.
@@ -89,6 +92,11 @@ type Response struct {
 	// the headers: an upstream that generates its answer token by token keeps
 	// the stream open that long.
 	Pace time.Duration
+	// Attributes are the filter's response_attributes as Envoy evaluated them
+	// (for example upstream.address), sent with the response headers under
+	// the ext_proc filter's name, as Envoy sends them with a direction's
+	// first message; values as structpb.NewValue takes them.
+	Attributes map[string]any
 }
 
 // Chunk is one body piece the server returned.
@@ -205,6 +213,13 @@ func (c *Client) Process(ctx context.Context, req Request) (*Result, error) {
 			headers: req.Response.Headers.clone(), chunks: nonEmpty(req.Response.Chunks, c.cfg.ResponseBodyMode),
 			trailers: req.Response.Trailers.clone(), hasTrailers: req.Response.Trailers != nil, metadata: req.MetadataContext,
 			pace: req.Response.Pace,
+		}
+		if req.Response.Attributes != nil {
+			attrs, err := structpb.NewStruct(req.Response.Attributes)
+			if err != nil {
+				return x.res, fmt.Errorf("extproctest: response attributes: %w", err)
+			}
+			respPhase.attributes = map[string]*structpb.Struct{wire.ExtProcAttributesKey: attrs}
 		}
 		if err := x.run(respPhase); err != nil {
 			return x.res, err

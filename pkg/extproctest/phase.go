@@ -7,6 +7,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 type direction int
@@ -33,7 +34,8 @@ type phase struct {
 	trailers    Headers
 	hasTrailers bool
 	metadata    *corev3.Metadata
-	pace        time.Duration // pause before each streamed message after the first
+	attributes  map[string]*structpb.Struct // sent with the headers
+	pace        time.Duration               // pause before each streamed message after the first
 
 	// body is what Envoy forwards: in Buffered mode the held original as mutated,
 	// in FullDuplexStreamed mode the concatenation of the server's streamed replies.
@@ -70,6 +72,7 @@ func (p *phase) messages() []outgoing {
 	for _, o := range out {
 		o.msg.MetadataContext = p.metadata
 	}
+	out[0].msg.Attributes = p.attributes
 	return out
 }
 

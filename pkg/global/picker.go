@@ -12,6 +12,7 @@ package global
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -326,6 +327,46 @@ func (p *Picker) Retry(d *Decision, o health.Outcome, now time.Time) (*Decision,
 		return nil, apierror.Unavailable("member cluster %s failed (%s) on the retry; a request is retried once", d.Member, o)
 	}
 	return p.run(d.model, d.req, d.explain, d.member, now)
+}
+
+// ServedBy moves d to the member at address, which answered the request
+// instead of d's member: the proxy retried on the fallback (primaryFailed:
+// d's member failed, o, before the first byte) or balanced the request
+// elsewhere itself (d's member ends without a verdict). The returned
+// decision is on the serving member and takes the request's remaining
+// outcomes; d itself when address is d's own member's. An address that is no
+// member's is an error, and d stays as it is.
+func (p *Picker) ServedBy(d *Decision, address string, primaryFailed bool, o health.Outcome, now time.Time) (*Decision, error) {
+	p.mu.RLock()
+	served := p.byKey[address]
+	p.mu.RUnlock()
+	switch {
+	case served == nil:
+		return d, fmt.Errorf("%s is no member cluster's address", address)
+	case served == d.member || d.done:
+		return d, nil
+	}
+	st := d.model.store.Get(served.endpoint.Key())
+	if st == nil {
+		return d, fmt.Errorf("member cluster %s is not among model %s's members", served.Name, d.model.name)
+	}
+	if primaryFailed {
+		p.ObserveFailure(d, o, now)
+	} else {
+		d.done = true
+		d.endpoint.ObserveCompletion(d.request, 0, now)
+	}
+	// The serving member's prefix match is unknown here: its whole prompt is
+	// counted as uncached.
+	next := &Decision{Member: served.Name, Address: served.Address, Attempt: 2, Reason: ReasonRetried,
+		UncachedTokens: d.request.PromptTokens, req: d.req, explain: d.explain, model: d.model, member: served, endpoint: st}
+	if !primaryFailed {
+		next.Attempt = d.Attempt
+	}
+	next.request = &datastore.Request{PromptTokens: d.request.PromptTokens, UncachedTokens: next.UncachedTokens}
+	st.Picked(next.request, now)
+	served.addSent(d.model.name, next.UncachedTokens)
+	return next, nil
 }
 
 func (p *Picker) getCycle() *cycle {

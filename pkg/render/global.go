@@ -464,7 +464,11 @@ func memberTrafficPolicy(m metav1.ObjectMeta, routes []string) *egv1a1.BackendTr
 // ext_proc, failing closed, so both bodies stream full-duplex: it reads the
 // prompt for the members' digests and times the first response byte. It is
 // named like a model picker's policy, so the extension server's fix-ups
-// apply to it unchanged.
+// apply to it unchanged. The response carries the answering member's
+// address and the attempts Envoy made, so that a request retried on the
+// fallback is credited to the member that served it.
 func globalExtensionPolicy(m metav1.ObjectMeta, picker string, routes []string) *egv1a1.EnvoyExtensionPolicy {
-	return pickerExtensionPolicy(m, picker, GlobalGRPCPort, igwv1.FailClose, routes...)
+	p := pickerExtensionPolicy(m, picker, GlobalGRPCPort, igwv1.FailClose, routes...)
+	p.Spec.ExtProc[0].ProcessingMode.Response.Attributes = []string{wire.AttributeUpstreamAddress, wire.AttributeUpstreamAttempts}
+	return p
 }

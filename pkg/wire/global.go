@@ -15,6 +15,20 @@ const (
 	HeaderAuthorization = "authorization"
 )
 
+// Envoy attributes the hub's ext_proc asks for on the response (the
+// policy's processingMode.response.attributes), so that a request Envoy
+// retried on the fallback is credited to the member that answered it.
+const (
+	// ExtProcAttributesKey is the key of ProcessingRequest.attributes under
+	// which Envoy's ext_proc filter sends the attributes it is configured with.
+	ExtProcAttributesKey = "envoy.filters.http.ext_proc"
+	// AttributeUpstreamAddress is the answering upstream's "ip:port".
+	AttributeUpstreamAddress = "upstream.address"
+	// AttributeUpstreamAttempts is how many upstream attempts the request
+	// took (the first and each retry).
+	AttributeUpstreamAttempts = "upstream.request_attempt_count"
+)
+
 // The hub's (igw-global) metric names.
 const (
 	// GlobalRequests counts the requests the hub routed, by member and

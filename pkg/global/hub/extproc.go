@@ -5,6 +5,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/igw-dev/igw/internal/extproc"
 	"github.com/igw-dev/igw/pkg/global"
@@ -72,6 +73,7 @@ func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *hubEx
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		s.creditServer(x, req.GetAttributes())
 		replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		b := r.ResponseBody
@@ -120,6 +122,44 @@ func joinChunks(chunks [][]byte) []byte {
 		out = append(out, c...)
 	}
 	return out
+}
+
+// creditServer moves x's decision to the member that answered, as the
+// response's attributes name it (upstream.address): when Envoy retried on
+// the fallback, the primary failed before the first byte and the fallback's
+// outcome is the one the response reports. Without the attributes (a policy
+// that does not ask for them) the primary keeps the request.
+func (s *ExtProc) creditServer(x *hubExchange, attrs map[string]*structpb.Struct) {
+	d := x.decision
+	if d == nil || x.done {
+		return
+	}
+	address, attempts := upstreamOf(attrs)
+	if address == "" || address == d.Address {
+		return
+	}
+	// Without the attempt count, an answer from the fallback is Envoy's
+	// retry; from any other member, Envoy's own balancing (a member
+	// addressed by host name matches no override).
+	retried := attempts > 1 || (attempts == 0 && address == d.FallbackAddress)
+	next, err := s.Hub.picker.ServedBy(d, address, retried, health.Reset, s.Hub.now())
+	if err != nil {
+		s.Hub.log.Warn("response from an unknown upstream; the picked member keeps the request", "member", d.Member, "upstream", address, "error", err)
+		return
+	}
+	if retried {
+		s.Hub.metrics.requests.WithLabelValues(d.Member, outcome(health.Reset)).Inc()
+		s.Hub.metrics.retries.Inc()
+	}
+	x.decision = next
+}
+
+// upstreamOf reads the answering upstream's address and the attempts the
+// request took (0: not sent) from Envoy's attributes.
+func upstreamOf(attrs map[string]*structpb.Struct) (address string, attempts int) {
+	fields := attrs[wire.ExtProcAttributesKey].GetFields()
+	address = fields[wire.AttributeUpstreamAddress].GetStringValue()
+	return address, int(fields[wire.AttributeUpstreamAttempts].GetNumberValue())
 }
 
 func (s *ExtProc) responseHeaders(x *hubExchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {

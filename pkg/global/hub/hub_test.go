@@ -18,6 +18,7 @@ import (
 	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/extproctest"
+	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -482,5 +483,94 @@ func TestFrontListsTheGloballyServedModels(t *testing.T) {
 	}
 	if status, ctype, _ := get(http.MethodPost, wire.ModelsPath); status != http.StatusMethodNotAllowed || ctype != "application/json" {
 		t.Errorf("POST %s: %d %s, want a JSON 405", wire.ModelsPath, status, ctype)
+	}
+}
+
+// requestsOf reads igw_global_requests_total by member and outcome.
+func requestsOf(h *Hub) map[string]int {
+	mfs, _ := h.metrics.registry.Gather()
+	out := map[string]int{}
+	for _, mf := range mfs {
+		if mf.GetName() != wire.GlobalRequests {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var member, outcome string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "member":
+					member = l.GetValue()
+				case "outcome":
+					outcome = l.GetValue()
+				}
+			}
+			out[member+"/"+outcome] = int(m.GetCounter().GetValue())
+		}
+	}
+	return out
+}
+
+// ext_proc: a request Envoy retried on the fallback (the response's
+// upstream.address is the fallback's) is the primary's failure and the
+// fallback's success or failure, not the primary's; an answer from the
+// primary stays the primary's. b, in another region, is always the fallback.
+func TestExtProcCreditsTheMemberThatAnswered(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama")
+	b := startFakeMember(t, "b", "eu-west-1", "llama")
+	// Nearest first: b, 80 ms away, is the fallback of every pick.
+	pipeline := `pipeline: |
+  plugins:
+  - {name: near, type: region-proximity, parameters: {delays: [{from: us-east-1, to: eu-west-1, delay: 80ms}], sameRegion: 1ms}}
+  filters: [member-health, member-serves-model]
+  scorers: [{plugin: near, weight: 1}]
+  picker: max-score-picker
+  fallbacks: 1
+`
+	h := startHub(t, "region: us-east-1\n"+pipeline+"health: {consecutiveErrors: 100}\nmembers:\n"+
+		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
+	waitInRotation(t, h, "a", "b")
+	body := []byte(`{"model":"llama","messages":[{"role":"user","content":"hello"}]}`)
+	send := func(attrs map[string]any, status string) {
+		t.Helper()
+		res, err := extproctest.ProcessOnce(h.Addr("grpc"), extproctest.Config{},
+			extproctest.Request{Headers: extproctest.NewHeaders(":method", "POST", ":path", "/v1/chat/completions"), Body: body,
+				Response: &extproctest.Response{Headers: extproctest.NewHeaders(":status", status), Chunks: [][]byte{[]byte(`{}`)}, Attributes: attrs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dest := res.RequestHeaders.Get(wire.HeaderDestinationEndpoint); dest != a.addr()+","+b.addr() {
+			t.Fatalf("destination %q, want a then b", dest)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		attrs  map[string]any
+		status string
+		want   map[string]int
+	}{
+		{"answered by the primary", map[string]any{wire.AttributeUpstreamAddress: a.addr(), wire.AttributeUpstreamAttempts: 1}, "200",
+			map[string]int{"a/ok": 1}},
+		{"retried on the fallback", map[string]any{wire.AttributeUpstreamAddress: b.addr(), wire.AttributeUpstreamAttempts: 2}, "200",
+			map[string]int{"a/" + outcome(health.Reset): 1, "b/ok": 1}},
+		{"retried on the fallback, no attempt count", map[string]any{wire.AttributeUpstreamAddress: b.addr()}, "200",
+			map[string]int{"a/" + outcome(health.Reset): 1, "b/ok": 1}},
+		{"the fallback failed too", map[string]any{wire.AttributeUpstreamAddress: b.addr(), wire.AttributeUpstreamAttempts: 2}, "503",
+			map[string]int{"a/" + outcome(health.Reset): 1, "b/" + outcome(health.Status5xx): 1}},
+		{"sent elsewhere by Envoy's own balancing", map[string]any{wire.AttributeUpstreamAddress: b.addr(), wire.AttributeUpstreamAttempts: 1}, "200",
+			map[string]int{"b/ok": 1}},
+		{"no attributes", nil, "200", map[string]int{"a/ok": 1}},
+	} {
+		before := requestsOf(h)
+		send(c.attrs, c.status)
+		after := requestsOf(h)
+		got := map[string]int{}
+		for k, v := range after {
+			if v != before[k] {
+				got[k] = v - before[k]
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: outcomes %v, want %v", c.name, got, c.want)
+		}
 	}
 }
