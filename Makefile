@@ -28,9 +28,11 @@ help: ## List the targets.
 generate: ## Write deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
+# allowDangerousTypes: a ModelRoute's slo is in seconds as numbers
+# (ttftSeconds: 2, tpotSeconds: 0.05), as the endpoint picker's configuration writes it.
 .PHONY: manifests
 manifests: ## Write CRDs (config/crd/bases) and RBAC (config/rbac/role.yaml) from kubebuilder markers, and copy both into the Helm chart.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:maxDescLen=400 paths=./api/... paths=./controllers/... \
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:maxDescLen=400,allowDangerousTypes=true paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/chart-sync.sh
 	$(GO) run ./hack/bundle --version $(VERSION)

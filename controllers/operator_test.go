@@ -514,6 +514,37 @@ var _ = Describe("Conditions a person can act on", Ordered, func() {
 		Expect(getRoute(edge, "raw").Status.Scoring.Source).To(Equal(render.ScoringSourceConfigMap))
 	})
 
+	It("hands the route's SLO to its picker, and a new SLO without a rollout", func() {
+		route(edge, "slo", "nowhere", []igwv1.ModelName{"slo-model"}, func(mr *igwv1.ModelRoute) {
+			mr.Spec.SLO = &igwv1.RouteSLO{TTFTSeconds: 4, TPOTSeconds: 0.05}
+		})
+		eppConfig := func() string {
+			var epp corev1.ConfigMap
+			_ = k8s.Get(ctx, types.NamespacedName{Namespace: edge, Name: render.NamesForRoute("slo").EPP}, &epp)
+			return epp.Data[render.EPPConfigKey]
+		}
+		Eventually(eppConfig, eventually, poll).Should(ContainSubstring("admission:\n  slo:\n    tpotSeconds: 0.05\n    ttftSeconds: 4\n"))
+		var before appsv1.Deployment
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: edge, Name: render.NamesForRoute("slo").EPP}, &before)).To(Succeed())
+
+		Eventually(func() error {
+			mr := getRoute(edge, "slo")
+			mr.Spec.SLO.TTFTSeconds = 1.5
+			return k8s.Update(ctx, mr)
+		}, eventually, poll).Should(Succeed())
+		Eventually(eppConfig, eventually, poll).Should(ContainSubstring("ttftSeconds: 1.5\n"))
+		var after appsv1.Deployment
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: edge, Name: render.NamesForRoute("slo").EPP}, &after)).To(Succeed())
+		Expect(after.Spec.Template).To(Equal(before.Spec.Template), "a new SLO is a configuration reload, not a rollout")
+
+		Eventually(func() error {
+			mr := getRoute(edge, "slo")
+			mr.Spec.SLO = nil
+			return k8s.Update(ctx, mr)
+		}, eventually, poll).Should(Succeed())
+		Eventually(eppConfig, eventually, poll).ShouldNot(ContainSubstring("admission"))
+	})
+
 	It("switches to a native InferencePool backend and removes the Envoy Gateway wiring", func() {
 		Eventually(exists(&egv1a1.BackendTrafficPolicy{}, edge, "orphan"), eventually, poll).Should(Succeed())
 		Eventually(func() error {

@@ -105,6 +105,25 @@ type ObjectName struct {
 	Name string `json:"name"`
 }
 
+// RouteSLO is what a route promises its requests, in the endpoint picker's
+// terms (its configuration's admission.slo): the time to the first token and
+// between tokens. The picker's overload bounds follow it: a request is shed
+// (429) when every pod would make it wait more than three quarters of
+// ttftSeconds for its first token, or give it tokens more than 0.6 of
+// tpotSeconds apart. Numbers of seconds, so that a promise such as 0.05 s
+// between tokens is written as the picker's configuration writes it.
+type RouteSLO struct {
+	// TTFTSeconds is the time to the first token the route promises, in seconds.
+	// +kubebuilder:validation:XValidation:rule="self > 0.0 && self <= 3600.0",message="slo.ttftSeconds must be more than 0 and at most 3600 seconds, for example 2 for an interactive route"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Time to first token (s)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
+	TTFTSeconds float64 `json:"ttftSeconds"`
+
+	// TPOTSeconds is the time per output token (between tokens) the route promises, in seconds.
+	// +kubebuilder:validation:XValidation:rule="self > 0.0 && self <= 60.0",message="slo.tpotSeconds must be more than 0 and at most 60 seconds, for example 0.1 (ten tokens a second)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Time per output token (s)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
+	TPOTSeconds float64 `json:"tpotSeconds"`
+}
+
 // ModelRouteSpec is one model (with its adapters) served by a pool of model server pods.
 // +kubebuilder:validation:XValidation:rule="!has(self.adapters) || self.adapters.all(a, !(a.name in self.models))",message="an adapter name must differ from every served model name; rename the adapter or drop the model"
 // +kubebuilder:validation:XValidation:rule="!has(self.adapters) || size(self.models) == 1 || self.adapters.all(a, has(a.baseModel))",message="adapters[].baseModel is required when the route serves more than one model: name the model each adapter applies to"
@@ -168,6 +187,14 @@ type ModelRouteSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(h|m|ms)|[0-9]+([.][0-9]{1,3})?s)+$')",message="requestTimeout must be whole milliseconds, the finest unit of a Gateway API duration: use h, m, s and ms with at most 3 decimals on seconds only, for example 1500ms, 1.5s or 1m30s"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Request timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
+
+	// SLO is the route's latency promise. The endpoint picker sheds load that
+	// would break it; unset, it assumes 2 s to the first token and 0.1 s
+	// between tokens. A raw configuration (scoring.configMapRef) that names
+	// its own admission.slo keeps it.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Latency SLO",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	SLO *RouteSLO `json:"slo,omitempty"`
 }
 
 // RolloutState summarises the model's data path.

@@ -63,7 +63,10 @@ func Route(in RouteInput) (RouteOutput, error) {
 		if len(in.RawConfig) == 0 {
 			return RouteOutput{}, fmt.Errorf("render: scoring.configMapRef %s is set but its content is missing", mr.Spec.Scoring.ConfigMapRef.Name)
 		}
-		eppConfig = in.RawConfig
+		var err error
+		if eppConfig, err = rawEPPConfig(mr, in.RawConfig); err != nil {
+			return RouteOutput{}, err
+		}
 		out.Scoring = igwv1.ScoringStatus{Source: ScoringSourceConfigMap}
 	} else {
 		out.Scoring = ResolveScoring(cfg, mr, in.Observations)

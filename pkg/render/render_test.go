@@ -108,6 +108,8 @@ type goldenCase struct {
 	Global *igwv1.GlobalInferenceGateway `json:"global,omitempty"`
 	// RawPipeline is the content of Global's routing.configMapRef.
 	RawPipeline string `json:"rawPipeline,omitempty"`
+	// RawConfig is the content of the rendered route's scoring.configMapRef.
+	RawConfig string `json:"rawConfig,omitempty"`
 }
 
 func loadCase(t *testing.T, path string) goldenCase {
@@ -149,7 +151,7 @@ func (c goldenCase) objects(t *testing.T) []client.Object {
 		t.Fatalf("render: %q names neither config nor route/NAME of a route in routes", c.Render)
 	}
 	out, err := Route(RouteInput{Route: &c.Routes[i], Config: &c.Config, Images: testImages,
-		Observations: Observations{AcceleratorTypes: c.Observations.AcceleratorTypes}})
+		Observations: Observations{AcceleratorTypes: c.Observations.AcceleratorTypes}, RawConfig: []byte(c.RawConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,6 +334,62 @@ func TestRawConfigMapReplacesRenderedWeights(t *testing.T) {
 	}
 	if _, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages}); err == nil {
 		t.Fatal("a configMapRef without content rendered")
+	}
+}
+
+// TestRouteSLOReachesThePicker: spec.slo becomes the picker's admission.slo,
+// whose bounds the picker derives from it; a raw configuration gets it
+// unless it names its own; without spec.slo nothing is added.
+func TestRouteSLOReachesThePicker(t *testing.T) {
+	mr := testRoute("llama", "llama")
+	mr.Spec.SLO = &igwv1.RouteSLO{TTFTSeconds: 4, TPOTSeconds: 0.05}
+	load := func(mr *igwv1.ModelRoute, raw string) (string, *eppconfig.Config) {
+		t.Helper()
+		out, err := Route(RouteInput{Route: mr, Config: testConfig(), Images: testImages, RawConfig: []byte(raw)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := configMapData(t, out.Objects, out.Names.EPP, EPPConfigKey)
+		pl, err := eppconfig.Load([]byte(text), plugins.NewRegistry())
+		if err != nil {
+			t.Fatalf("the picker refuses %q: %v", text, err)
+		}
+		c, err := eppconfig.Parse([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Admission != nil && c.Admission.SLO != nil {
+			if want := 0.75 * c.Admission.SLO.TTFTSeconds; pl.Admission.MaxWaitSeconds != want {
+				t.Errorf("max wait %v, want %v from the SLO", pl.Admission.MaxWaitSeconds, want)
+			}
+		}
+		return text, c
+	}
+	wantSLO := func(what string, c *eppconfig.Config, ttft, tpot float64) {
+		t.Helper()
+		if c.Admission == nil || c.Admission.SLO == nil || c.Admission.SLO.TTFTSeconds != ttft || c.Admission.SLO.TPOTSeconds != tpot {
+			t.Errorf("%s: admission %+v, want slo %v/%v", what, c.Admission, ttft, tpot)
+		}
+	}
+	_, c := load(mr, "")
+	wantSLO("rendered", c, 4, 0.05)
+
+	mr.Spec.Scoring = &igwv1.ModelScoring{ConfigMapRef: &igwv1.ConfigMapKeyRef{Name: "raw", Key: "config.yaml"}}
+	_, c = load(mr, "scorers:\n- {plugin: queue, weight: 1}\n")
+	wantSLO("raw without an slo", c, 4, 0.05)
+	if len(c.Scorers) != 1 || c.Scorers[0].Plugin != "queue" {
+		t.Errorf("raw scorers %+v, want the raw configuration's", c.Scorers)
+	}
+	_, c = load(mr, "scorers:\n- {plugin: queue, weight: 1}\nadmission: {slo: {ttftSeconds: 9, tpotSeconds: 0.2}}\n")
+	wantSLO("raw with its own slo", c, 9, 0.2)
+
+	mr.Spec.SLO = nil
+	raw := "scorers:\n- {plugin: queue, weight: 1}\n"
+	if text, _ := load(mr, raw); text != raw {
+		t.Errorf("raw without spec.slo: %q, want it unchanged", text)
+	}
+	if _, c := load(testRoute("llama", "llama"), ""); c.Admission != nil {
+		t.Errorf("rendered without spec.slo: admission %+v, want none (the picker's default)", c.Admission)
 	}
 }
 

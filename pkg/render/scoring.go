@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	eppconfig "github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/modelserved"
 )
@@ -138,5 +139,31 @@ func EPPConfig(mr *igwv1.ModelRoute, scoring igwv1.ScoringStatus) ([]byte, error
 		c.BaseModels = append(c.BaseModels, string(m))
 	}
 	slices.Sort(c.BaseModels)
+	if slo, ok := routeSLO(mr); ok {
+		c.Admission = &eppconfig.AdmissionSpec{SLO: &slo}
+	}
 	return yaml.Marshal(c)
+}
+
+// routeSLO is the route's spec.slo in the picker's terms; ok is false when
+// the route sets none (the picker then assumes admission.DefaultSLO).
+func routeSLO(mr *igwv1.ModelRoute) (slo admission.SLO, ok bool) {
+	if mr.Spec.SLO == nil {
+		return admission.SLO{}, false
+	}
+	return admission.SLO{TTFTSeconds: mr.Spec.SLO.TTFTSeconds, TPOTSeconds: mr.Spec.SLO.TPOTSeconds}, true
+}
+
+// rawEPPConfig is a raw configuration (scoring.configMapRef) with the
+// route's SLO for admission, unless it names its own or the route none.
+func rawEPPConfig(mr *igwv1.ModelRoute, raw []byte) ([]byte, error) {
+	slo, ok := routeSLO(mr)
+	if !ok {
+		return raw, nil
+	}
+	text, err := eppconfig.WithRouteSLO(string(raw), slo)
+	if err != nil {
+		return nil, fmt.Errorf("render: scoring.configMapRef %s with spec.slo: %w", mr.Spec.Scoring.ConfigMapRef.Name, err)
+	}
+	return []byte(text), nil
 }
