@@ -289,7 +289,7 @@ type GlobalInferenceGatewayStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// +operator-sdk:csv:customresourcedefinitions:displayName="Global Inference Gateway",resources={{Deployment,v1,""},{ConfigMap,v1,""},{Service,v1,""},{HTTPRoute,v1,""}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Global Inference Gateway",resources={{Deployment,v1,""},{ConfigMap,v1,""},{Service,v1,""},{HTTPRoute,v1,""},{Backend,v1alpha1,""},{BackendTrafficPolicy,v1alpha1,""},{EnvoyExtensionPolicy,v1alpha1,""}}
 // GlobalInferenceGateway, in a hub cluster, routes each request to one of several member
 // clusters' inference gateways: the cluster that will answer first, with its prefix
 // cache, region pins and health taken into account.

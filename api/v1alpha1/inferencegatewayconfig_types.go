@@ -311,7 +311,7 @@ type InferenceGatewayConfigStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// +operator-sdk:csv:customresourcedefinitions:displayName="Inference Gateway Config",resources={{Gateway,v1,""},{HTTPRoute,v1,""},{Deployment,v1,""},{Service,v1,""},{ConfigMap,v1,""},{EnvoyExtensionPolicy,v1alpha1,""},{ClientTrafficPolicy,v1alpha1,""},{SecurityPolicy,v1alpha1,""},{HTTPRouteFilter,v1alpha1,""},{ReferenceGrant,v1beta1,""}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Inference Gateway Config",resources={{Gateway,v1,""},{HTTPRoute,v1,""},{Deployment,v1,""},{Service,v1,""},{ConfigMap,v1,""},{EnvoyExtensionPolicy,v1alpha1,""},{ClientTrafficPolicy,v1alpha1,""},{SecurityPolicy,v1alpha1,""},{HTTPRouteFilter,v1alpha1,""},{ReferenceGrant,v1beta1,""},{BackendTLSPolicy,v1,""},{NetworkPolicy,v1,""}}
 // InferenceGatewayConfig is the gateway-wide configuration of igw: which Gateway,
 // the body-based router, and the endpoint picker defaults every ModelRoute starts from.
 type InferenceGatewayConfig struct {

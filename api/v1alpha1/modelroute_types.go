@@ -284,7 +284,7 @@ type ModelRouteStatus struct {
 // +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// +operator-sdk:csv:customresourcedefinitions:displayName="Model Route",resources={{InferencePool,v1,""},{HTTPRoute,v1,""},{Deployment,v1,""},{Service,v1,""},{ConfigMap,v1,""},{ServiceAccount,v1,""},{Role,v1,""},{RoleBinding,v1,""},{BackendTrafficPolicy,v1alpha1,""},{EnvoyExtensionPolicy,v1alpha1,""}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Model Route",resources={{InferencePool,v1,""},{HTTPRoute,v1,""},{Deployment,v1,""},{Service,v1,""},{ConfigMap,v1,""},{ServiceAccount,v1,""},{Role,v1,""},{RoleBinding,v1,""},{BackendTrafficPolicy,v1alpha1,""},{EnvoyExtensionPolicy,v1alpha1,""},{BackendTLSPolicy,v1,""},{NetworkPolicy,v1,""}}
 // ModelRoute serves one model, and its LoRA adapters, from a pool of model server pods
 // through the gateway of an InferenceGatewayConfig.
 type ModelRoute struct {

@@ -5,8 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/internal/testenv"
 )
@@ -108,6 +113,12 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 		{"target namespaces not wired", func(t *testing.T, dir string) {
 			replace(t, dir, csvFile, "- --watch-namespace=$(WATCH_NAMESPACE)", "- --watch-namespace=")
 		}, "no deployment passes the olm.targetNamespaces annotation to --watch-namespace"},
+		{"created kind without permissions", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "          - networkpolicies\n", "")
+		}, "lists resource NetworkPolicy, but the operator's permissions lack create, delete, get, list, patch, watch on networkpolicies"},
+		{"native API nothing creates", func(t *testing.T, dir string) {
+			replace(t, dir, csvFile, "kind: InferencePool\n    version: v1\n  provider", "kind: InferencePool\n    version: v2\n  provider")
+		}, "requires inference.networking.k8s.io/v2 InferencePool, which no owned CRD lists"},
 		{"permissions for an unknown account", func(t *testing.T, dir string) {
 			replace(t, dir, csvFile, "serviceAccountName: igw-controller-manager\n      deployments", "serviceAccountName: someone\n      deployments")
 		}, `service account "someone"`},
@@ -168,5 +179,89 @@ func remove(t *testing.T, dir, file string) {
 	t.Helper()
 	if err := os.Remove(filepath.Join(dir, file)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnedResourcesCoverWhatTheOperatorRenders: every kind the renderer
+// makes for an owned kind (the golden outputs of pkg/render, by what each
+// case renders) is among that kind's resources in the CSV, and every kind
+// no Kubernetes release serves is a native API the CSV requires or one the
+// CSV says is optional (Envoy Gateway's).
+func TestOwnedResourcesCoverWhatTheOperatorRenders(t *testing.T) {
+	b, err := Load(committedBundle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]map[string]bool{} // owned kind -> "Kind/version"
+	owned, _, _ := unstructured.NestedSlice(b.CSV.Object, "spec", "customresourcedefinitions", "owned")
+	for _, o := range owned {
+		om := o.(map[string]any)
+		kind := om["kind"].(string)
+		listed[kind] = map[string]bool{}
+		resources, _ := om["resources"].([]any)
+		for _, r := range resources {
+			rm := r.(map[string]any)
+			listed[kind][fmt.Sprintf("%s/%s", rm["kind"], rm["version"])] = true
+		}
+	}
+	natives := map[string]bool{}
+	nativeAPIs, _, _ := unstructured.NestedSlice(b.CSV.Object, "spec", "nativeAPIs")
+	for _, n := range nativeAPIs {
+		nm := n.(map[string]any)
+		natives[fmt.Sprintf("%s/%s/%s", nm["group"], nm["version"], nm["kind"])] = true
+	}
+	ownerOf := map[string]string{"config": "InferenceGatewayConfig", "route": "ModelRoute", "global": "GlobalInferenceGateway"}
+	// Groups whose kinds a cluster serves without igw's requirements: the
+	// built-in ones, and Envoy Gateway's (its provider and the global tier only).
+	unrequired := []string{"", "apps", "rbac.authorization.k8s.io", "networking.k8s.io", "gateway.envoyproxy.io"}
+	testdata := filepath.Join(testenv.RepoRoot(), "pkg", "render", "testdata")
+	inputs, _ := filepath.Glob(filepath.Join(testdata, "*.in.yaml"))
+	if len(inputs) == 0 {
+		t.Fatal("no golden cases in pkg/render/testdata")
+	}
+	seen := map[string]bool{}
+	for _, in := range inputs {
+		var c struct {
+			Render string `json:"render"`
+		}
+		data, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, &c); err != nil {
+			t.Fatal(err)
+		}
+		prefix, _, _ := strings.Cut(c.Render, "/")
+		owner := ownerOf[prefix]
+		if owner == "" {
+			t.Fatalf("%s renders %q, an owner this test does not know", in, c.Render)
+		}
+		seen[owner] = true
+		out, err := os.ReadFile(strings.TrimSuffix(in, ".in.yaml") + ".out.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(out), "\n---\n") {
+			var obj struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil || obj.Kind == "" {
+				continue
+			}
+			gv, err := schema.ParseGroupVersion(obj.APIVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !listed[owner][obj.Kind+"/"+gv.Version] {
+				t.Errorf("%s renders a %s %s, which the CSV does not list among %s's resources", filepath.Base(in), obj.APIVersion, obj.Kind, owner)
+			}
+			if !slices.Contains(unrequired, gv.Group) && !natives[gv.Group+"/"+gv.Version+"/"+obj.Kind] {
+				t.Errorf("%s renders a %s %s, which the CSV does not require in spec.nativeAPIs", filepath.Base(in), obj.APIVersion, obj.Kind)
+			}
+		}
+	}
+	if len(seen) != len(ownerOf) {
+		t.Errorf("golden cases render %v, want each of %v", seen, ownerOf)
 	}
 }

@@ -109,6 +109,7 @@ func Check(dir string) (errs, warns []error) {
 	checkRequiredFields(c, csvs[0])
 	checkInstallModes(c, csvs[0], deployments)
 	checkRelatedImages(c, csvs[0], deployments)
+	checkOwnedResources(c, csvs[0])
 	owned, _, _ := unstructured.NestedSlice(csvs[0].Object, "spec", "customresourcedefinitions", "owned")
 	for _, o := range owned {
 		om, _ := o.(map[string]any)
