@@ -6,13 +6,19 @@ package argocd
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,10 +27,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/controllers"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/manager"
 	"github.com/igw-dev/igw/pkg/render"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 const (
@@ -100,7 +108,7 @@ func scripts(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, kind := range []string{"InferenceGatewayConfig", "ModelRoute"} {
+	for _, kind := range []string{"InferenceGatewayConfig", "ModelRoute", "GlobalInferenceGateway"} {
 		key := "resource.customizations.health." + igwv1.GroupVersion.Group + "_" + kind
 		s, ok := cm.Data[key]
 		if !ok {
@@ -132,8 +140,20 @@ func TestHealthOnRealObjects(t *testing.T) {
 		}
 	}
 	// The operator watches one namespace, so objects elsewhere stay as created.
+	// The global picker's GET /status, as the test sets it.
+	var report atomic.Pointer[controllers.PickerReport]
+	pickerStatus := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r := report.Load()
+		if r == nil {
+			http.Error(w, "no report", http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(r)
+	}))
+	t.Cleanup(pickerStatus.Close)
 	op, err := manager.New(env.Config, &manager.Options{MetricsAddr: "0", ProbeAddr: "0", SyncPeriod: time.Hour,
-		WatchNamespace: watched, EPPImage: "epp:test", BBRImage: "bbr:test", MaxConcurrentReconciles: 2})
+		WatchNamespace: watched, EPPImage: "epp:test", BBRImage: "bbr:test", GlobalPickerImage: "global:test", MaxConcurrentReconciles: 2,
+		GlobalPickerStatus: controllers.HTTPPickerStatus{URL: func(string, string) string { return pickerStatus.URL + "/status" }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +212,11 @@ func TestHealthOnRealObjects(t *testing.T) {
 		want("never reconciled", o, "Progressing", "generation 1")
 	}
 
+	// A hub in a namespace without an InferenceGatewayConfig: Degraded.
+	hub := newHub(t, ctx, k8s, watched, &report)
+	hub.eventually(t, "without a config", func() bool { return hub.ready() == "False/"+igwv1.ReasonConfigNotFound })
+	hub.want(t, "no config", "Degraded", igwv1.ReasonConfigNotFound)
+
 	// Reconciled, nothing serving yet (Gateway not programmed, no model pods): Degraded.
 	if _, err := fixtures.Gateway(ctx, k8s, watched, "gw"); err != nil {
 		t.Fatal(err)
@@ -226,6 +251,16 @@ func TestHealthOnRealObjects(t *testing.T) {
 	want("serving", cfg, "Healthy", "")
 	want("serving", mr, "Healthy", "endpoints ready")
 
+	// The hub's picker up with both members in rotation: Healthy; one member
+	// ejected: the hub still routes (Ready True), but Degraded, naming it.
+	hub.report(t, "")
+	eventuallyAvailable(t, ctx, k8s, watched, render.NamesForGlobal(hub.gig).Picker)
+	hub.eventually(t, "all members in rotation", func() bool { return hub.ready() == "True/Ready" && hub.gig.Status.MembersInRotation == 2 })
+	hub.want(t, "all members in rotation", "Healthy", "2 of 2 members in rotation")
+	hub.report(t, "ejected for 2s: 3 consecutive request failures")
+	hub.eventually(t, "one member out", func() bool { return hub.gig.Status.MembersInRotation == 1 })
+	hub.want(t, "one member out of rotation", "Degraded", "1 of 2 members in rotation; out of rotation: euw1 (ejected for 2s: 3 consecutive request failures)")
+
 	// A spec change the operator has not observed yet: Progressing again. The
 	// operator is stopped first, so the status stays the one it wrote.
 	stop()
@@ -243,6 +278,97 @@ func TestHealthOnRealObjects(t *testing.T) {
 		t.Fatalf("generation %d, observed %d: the patch did not change the spec", mr.Generation, mr.Status.ObservedGeneration)
 	}
 	want("spec changed", mr, "Progressing", "generation 2")
+	if err := k8s.Patch(ctx, hub.gig, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"models":[{"name":"llama"},{"name":"qwen"}]}}`))); err != nil {
+		t.Fatal(err)
+	}
+	hub.want(t, "spec changed", "Progressing", "generation 2")
+}
+
+// globalHub is a GlobalInferenceGateway over two members whose picker
+// status the test serves.
+type globalHub struct {
+	ctx     context.Context
+	k8s     client.Client
+	gig     *igwv1.GlobalInferenceGateway
+	check   string
+	members []igwv1.GlobalMember
+	status  *atomic.Pointer[controllers.PickerReport]
+}
+
+func newHub(t *testing.T, ctx context.Context, k8s client.Client, ns string, status *atomic.Pointer[controllers.PickerReport]) *globalHub {
+	t.Helper()
+	h := &globalHub{ctx: ctx, k8s: k8s, check: scripts(t)["GlobalInferenceGateway"], status: status}
+	for i, name := range []string{"use1", "euw1"} {
+		region := []string{"us-east-1", "eu-west-1"}[i]
+		h.members = append(h.members, igwv1.GlobalMember{Name: name, Region: igwv1.RegionName(region), Address: fmt.Sprintf("10.%d.0.10:18080", i+1),
+			SummaryURL: fmt.Sprintf("http://10.%d.0.10:18080%s", i+1, wire.GlobalSummaryPath), CredentialsSecretRef: igwv1.SecretKeyRef{Name: name + "-token"}})
+		if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-token"},
+			StringData: map[string]string{"token": "token-of-" + name + "-0123456789"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.gig = &igwv1.GlobalInferenceGateway{ObjectMeta: metav1.ObjectMeta{Name: "fabric"},
+		Spec: igwv1.GlobalInferenceGatewaySpec{Namespace: ns, Members: h.members, Models: []igwv1.GlobalModel{{Name: "llama"}}}}
+	if err := k8s.Create(ctx, h.gig); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *globalHub) ready() string {
+	return fixtures.Condition(h.gig.Status.Conditions, igwv1.ConditionReady)
+}
+
+// want reads the hub back and checks its health.
+func (h *globalHub) want(t *testing.T, what, status, inMessage string) {
+	t.Helper()
+	if err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(h.gig), h.gig); err != nil {
+		t.Fatal(err)
+	}
+	if got, msg := health(t, h.check, h.gig); got != status || !strings.Contains(msg, inMessage) {
+		t.Errorf("hub %s: health %s (%q), want %s with %q", what, got, msg, status, inMessage)
+	}
+}
+
+// eventually waits until the operator has observed the hub's generation and ok holds.
+func (h *globalHub) eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := h.k8s.Get(h.ctx, client.ObjectKeyFromObject(h.gig), h.gig); err != nil {
+			t.Fatal(err)
+		}
+		if h.gig.Status.ObservedGeneration == h.gig.Generation && ok() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub never %s: %+v", what, h.gig.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// report has the picker report every member in rotation but euw1, which is
+// out for outReason unless it is empty.
+func (h *globalHub) report(t *testing.T, outReason string) {
+	t.Helper()
+	r := &controllers.PickerReport{GeneratedAt: time.Now()}
+	for _, m := range h.members {
+		in := m.Name != "euw1" || outReason == ""
+		reason := ""
+		if !in {
+			reason = outReason
+		}
+		r.Members = append(r.Members, controllers.PickerMember{Name: m.Name, Region: string(m.Region), Reachable: true,
+			SummaryValid: true, InRotation: in, Reason: reason, SummaryAgeSeconds: 0.2, RTTSeconds: 0.01})
+	}
+	h.status.Store(r)
+	// A change of the annotations is a reconcile now, rather than at the
+	// operator's next read of the picker's status.
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/report":%q}}}`, outReason))
+	if err := h.k8s.Patch(h.ctx, h.gig, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func eventuallyAvailable(t *testing.T, ctx context.Context, c client.Client, ns, name string) {
@@ -280,6 +406,26 @@ func TestHealthOfStatuses(t *testing.T) {
 			"metadata": map[string]any{"name": "x", "generation": int64(3)}, "status": status}}
 		if got, msg := health(t, check["ModelRoute"], u); got != c.want {
 			t.Errorf("%s: %s (%q), want %s", c.name, got, msg, c.want)
+		}
+	}
+	// A hub's member counts: fewer in rotation than members is Degraded,
+	// even without member conditions to name them.
+	for _, c := range []struct {
+		name, status, want, inMessage string
+	}{
+		{"all in rotation", `{"observedGeneration": 3, "memberCount": 3, "membersInRotation": 3, "conditions": [{"type": "Ready", "status": "True", "message": "3 of 3 members in rotation"}]}`, "Healthy", "3 of 3"},
+		{"one out, no member conditions", `{"observedGeneration": 3, "memberCount": 3, "membersInRotation": 2}`, "Degraded", "2 of 3 members in rotation"},
+		{"one out, named", `{"observedGeneration": 3, "memberCount": 2, "membersInRotation": 1, "members": [{"name": "a", "conditions": [{"type": "InRotation", "status": "True"}]}, {"name": "b", "conditions": [{"type": "InRotation", "status": "Unknown", "reason": "MemberNotReported"}]}]}`, "Degraded", "out of rotation: b (MemberNotReported)"},
+		{"none in rotation", `{"observedGeneration": 3, "memberCount": 2, "membersInRotation": 0, "conditions": [{"type": "Ready", "status": "False", "reason": "NoMemberInRotation", "message": "no member is in rotation"}]}`, "Degraded", "NoMemberInRotation"},
+	} {
+		var status map[string]any
+		if err := yaml.Unmarshal([]byte(c.status), &status); err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.igw.dev/v1alpha1", "kind": "GlobalInferenceGateway",
+			"metadata": map[string]any{"name": "x", "generation": int64(3)}, "status": status}}
+		if got, msg := health(t, check["GlobalInferenceGateway"], u); got != c.want || !strings.Contains(msg, c.inMessage) {
+			t.Errorf("%s: %s (%q), want %s with %q", c.name, got, msg, c.want, c.inMessage)
 		}
 	}
 }
