@@ -156,6 +156,9 @@ func (d *Decision) Destination() string {
 const (
 	ReasonScored  = "scored"
 	ReasonRetried = "retried"
+	// ReasonBalancedByProxy: the proxy sent the request to another member
+	// than the picked one without a retry (ServedBy).
+	ReasonBalancedByProxy = "balanced-by-proxy"
 )
 
 // Pick picks a member for req at now. On success the pick counts against the
@@ -361,7 +364,8 @@ func (p *Picker) ServedBy(d *Decision, address string, primaryFailed bool, o hea
 	next := &Decision{Member: served.Name, Address: served.Address, Attempt: 2, Reason: ReasonRetried,
 		UncachedTokens: d.request.PromptTokens, req: d.req, explain: d.explain, model: d.model, member: served, endpoint: st}
 	if !primaryFailed {
-		next.Attempt = d.Attempt
+		// No retry: the proxy chose another member for the first attempt.
+		next.Attempt, next.Reason = d.Attempt, ReasonBalancedByProxy
 	}
 	next.request = &datastore.Request{PromptTokens: d.request.PromptTokens, UncachedTokens: next.UncachedTokens}
 	st.Picked(next.request, now)

@@ -346,3 +346,40 @@ func TestServedModelsListsEveryMembersModelsAndAdapters(t *testing.T) {
 		t.Fatalf("served models %v, want %v", got, want)
 	}
 }
+
+// TestServedByMovesTheDecision: a request the proxy retried on the fallback
+// is the primary's failure and the fallback's from then on; one the proxy
+// balanced elsewhere is no failure; an address of no member leaves d alone.
+func TestServedByMovesTheDecision(t *testing.T) {
+	f := newFleet(t, DefaultConfig, three...)
+	f.poll(at(0))
+	d := f.pick(&scheduling.Request{Model: "llama", Prompt: "hello"}, at(0.1))
+	if same, err := f.p.ServedBy(d, "10.9.9.9:443", true, health.Reset, at(0.2)); err == nil || same != d {
+		t.Fatalf("unknown address: %v, %v", same, err)
+	}
+	if same, err := f.p.ServedBy(d, d.Address, true, health.Reset, at(0.2)); err != nil || same != d {
+		t.Fatalf("the primary's own address: %v, %v", same, err)
+	}
+	next, err := f.p.ServedBy(d, d.FallbackAddress, true, health.Reset, at(0.2))
+	if err != nil || next.Member != d.FallbackMember || next.Attempt != 2 || next.Reason != ReasonRetried {
+		t.Fatalf("retried on the fallback: %+v, %v", next, err)
+	}
+	f.p.ObserveCompletion(next, at(0.3))
+	d2 := f.pick(&scheduling.Request{Model: "llama", Prompt: "hello"}, at(1))
+	other := ""
+	for _, m := range three {
+		if m.Name != d2.Member && m.Name != d2.FallbackMember {
+			other = m.Address
+		}
+	}
+	next, err = f.p.ServedBy(d2, other, false, health.Reset, at(1.1))
+	if err != nil || next.Address != other || next.Attempt != 1 || next.Reason != ReasonBalancedByProxy {
+		t.Fatalf("balanced elsewhere: %+v, %v", next, err)
+	}
+	f.p.ObserveCompletion(next, at(1.2))
+	for _, st := range f.p.Status(at(1.3)) {
+		if !st.InRotation {
+			t.Errorf("%s out of rotation after one failure: %s", st.Name, st.Reason)
+		}
+	}
+}
