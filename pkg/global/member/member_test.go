@@ -14,7 +14,7 @@ import (
 )
 
 func TestRejectSaysTheNotesFirst(t *testing.T) {
-	c, _ := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now)
+	c, _ := membertest.Decide(&scheduling.Request{Model: "m"})
 	tb := member.From(c)
 	tb.Note("model m is pinned to regions [a]")
 	tb.Reject("no member cluster is in rotation: x down")
@@ -39,8 +39,7 @@ func TestMatchedTokensCapsAtThePrompt(t *testing.T) {
 	for _, h := range prefixindex.Hash(nil, "m", prompt, 512, 0) {
 		m.Digest.Add(h)
 	}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m", Prompt: prompt, PromptTokens: 300}, "", membertest.Now,
-		membertest.Member("a", "r", m, 0, membertest.Now), membertest.Member("b", "r", membertest.Model("m"), 0, membertest.Now))
+	c, views := membertest.Decide(&scheduling.Request{Model: "m", Prompt: prompt, PromptTokens: 300}, membertest.Member("a", "r", m, 0, membertest.Now), membertest.Member("b", "r", membertest.Model("m"), 0, membertest.Now))
 	tb := member.From(c)
 	if got := tb.MatchedTokens(c, views[0]); got != 300 {
 		t.Fatalf("matched %d tokens of a 300-token prompt", got)

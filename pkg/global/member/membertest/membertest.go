@@ -65,3 +65,14 @@ func Names(c *scheduling.Cycle, views []*datastore.View) []string {
 	}
 	return out
 }
+
+// Ready is the member most tests need: a healthy one, 1 ms away, whose
+// summary of model arrived at Now.
+func Ready(name, region string, model *globalsummary.Model) member.State {
+	return Member(name, region, model, time.Millisecond, Now)
+}
+
+// Decide is Cycle at Now for a hub with no region of its own.
+func Decide(req *scheduling.Request, states ...member.State) (*scheduling.Cycle, []*datastore.View) {
+	return Cycle(req, "", Now, states...)
+}

@@ -2,7 +2,6 @@ package errorrate
 
 import (
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
@@ -10,15 +9,15 @@ import (
 )
 
 func TestLargerOfReportedAndObserved(t *testing.T) {
-	reported := membertest.Member("reported", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
+	reported := membertest.Ready("reported", "r", membertest.Model("m"))
 	reported.Summary.ErrorRate, reported.Summary.Requests = 0.2, 100
-	observed := membertest.Member("observed", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
+	observed := membertest.Ready("observed", "r", membertest.Model("m"))
 	observed.Summary.ErrorRate, observed.Summary.Requests = 0.1, 100
 	observed.Health.ErrorRate, observed.Health.Requests = 0.3, 50
-	few := membertest.Member("few", "r", membertest.Model("m"), time.Millisecond, membertest.Now)
+	few := membertest.Ready("few", "r", membertest.Model("m"))
 	few.Health.ErrorRate, few.Health.Requests = 0.5, 2
 	s, _ := New(Type, nil)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, reported, observed, few)
+	c, views := membertest.Decide(&scheduling.Request{Model: "m"}, reported, observed, few)
 	got := plugintest.Scores(s.(*Scorer), c, views)
 	if got[0] != 0.8 || got[1] != 0.7 || got[2] != 1 {
 		t.Fatalf("scores %v, want [0.8 0.7 1]", got)

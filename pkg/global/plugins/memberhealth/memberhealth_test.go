@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/health"
@@ -15,7 +14,7 @@ import (
 func members(h ...health.Status) []member.State {
 	out := make([]member.State, len(h))
 	for i, st := range h {
-		out[i] = membertest.Member(string(rune('a'+i)), "r", membertest.Model("m"), time.Millisecond, membertest.Now)
+		out[i] = membertest.Ready(string(rune('a'+i)), "r", membertest.Model("m"))
 		out[i].Health = st
 	}
 	return out
@@ -24,11 +23,11 @@ func members(h ...health.Status) []member.State {
 func TestDropsMembersOutOfRotation(t *testing.T) {
 	f, _ := New(Type, nil)
 	out := health.Status{Reason: "2 consecutive failed summary fetches (last: timeout)"}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(membertest.Healthy, out, membertest.Healthy)...)
+	c, views := membertest.Decide(&scheduling.Request{Model: "m"}, members(membertest.Healthy, out, membertest.Healthy)...)
 	if got := membertest.Names(c, f.(scheduling.Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("kept %v", got)
 	}
-	c, views = membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(out, out)...)
+	c, views = membertest.Decide(&scheduling.Request{Model: "m"}, members(out, out)...)
 	if got := f.(scheduling.Filter).Filter(c, views); len(got) != 0 {
 		t.Fatalf("kept %d out of rotation", len(got))
 	}
@@ -44,7 +43,7 @@ func TestSlowStartShare(t *testing.T) {
 	warm := health.Status{InRotation: true, Weight: 0.25}
 	kept := 0
 	const n = 4000
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(membertest.Healthy, warm)...)
+	c, views := membertest.Decide(&scheduling.Request{Model: "m"}, members(membertest.Healthy, warm)...)
 	for range n { // one cycle, so one random source across the decisions
 		if got := f.(scheduling.Filter).Filter(c, slices.Clone(views)); len(got) == 2 {
 			kept++
@@ -54,7 +53,7 @@ func TestSlowStartShare(t *testing.T) {
 		t.Fatalf("kept the warming member in %.3f of decisions, want about 0.25", share)
 	}
 	for range 100 {
-		c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "", membertest.Now, members(warm)...)
+		c, views := membertest.Decide(&scheduling.Request{Model: "m"}, members(warm)...)
 		if got := f.(scheduling.Filter).Filter(c, views); len(got) != 1 {
 			t.Fatal("a member in slow start, the only one in rotation, was dropped")
 		}

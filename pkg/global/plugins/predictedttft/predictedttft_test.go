@@ -28,7 +28,7 @@ func TestPredictionTerms(t *testing.T) {
 	}
 	s := membertest.Member("a", "r", m, 40*time.Millisecond, membertest.Now.Add(-500*time.Millisecond))
 	s.SentTokens = 20000
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", membertest.Now, s)
+	c, views := membertest.Decide(&scheduling.Request{Model: "llama", Prompt: prompt}, s)
 	got, ok := Predict(c, views[0], 0)
 	// 0.04 + (40000 + 20000 - 40000×0.5)/40000 + (4000-1280)/20000 + 0.01
 	want := 0.04 + 1 + 0.136 + 0.01
@@ -36,7 +36,7 @@ func TestPredictionTerms(t *testing.T) {
 		t.Fatalf("predicted %v (%v), want %v", got, ok, want)
 	}
 	s.Summary = nil
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", membertest.Now, s)
+	c, views = membertest.Decide(&scheduling.Request{Model: "llama", Prompt: prompt}, s)
 	if _, ok := Predict(c, views[0], 0); ok {
 		t.Fatal("predicted without a summary")
 	}
@@ -50,12 +50,12 @@ func TestNetworkAgainstQueue(t *testing.T) {
 	busy.QueuedPrefillTokens = 20000
 	near := membertest.Member("near", "r1", busy, 2*time.Millisecond, membertest.Now)
 	far := membertest.Member("far", "r2", idle, 80*time.Millisecond, membertest.Now)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 500}, "", membertest.Now, near, far)
+	c, views := membertest.Decide(&scheduling.Request{Model: "m", PromptTokens: 500}, near, far)
 	if sc := plugintest.Scores(sc, c, views); !(sc[1] == 1 && sc[0] < 0.2) {
 		t.Fatalf("scores near %v far %v: the far idle member should win", sc[0], sc[1])
 	}
 	busy.QueuedPrefillTokens = 200
-	c, views = membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 500}, "", membertest.Now, near, far)
+	c, views = membertest.Decide(&scheduling.Request{Model: "m", PromptTokens: 500}, near, far)
 	if sc := plugintest.Scores(sc, c, views); !(sc[0] == 1 && sc[1] < 0.5) {
 		t.Fatalf("scores near %v far %v: the near member should win", sc[0], sc[1])
 	}
@@ -67,7 +67,7 @@ func TestUnknownRTTAndStale(t *testing.T) {
 	sc := plugintest.New[*Scorer](t, New, "")
 	a := membertest.Member("a", "r", membertest.Model("m"), 50*time.Millisecond, membertest.Now)
 	b := membertest.Member("b", "r", membertest.Model("m"), 0, membertest.Now)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "m", PromptTokens: 100}, "", membertest.Now, a, b)
+	c, views := membertest.Decide(&scheduling.Request{Model: "m", PromptTokens: 100}, a, b)
 	if got := UnknownRTT(c, views, 9); got != 0.05 {
 		t.Fatalf("unknown RTT %v, want the measured 0.05", got)
 	}

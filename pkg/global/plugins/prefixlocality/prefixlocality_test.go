@@ -3,7 +3,6 @@ package prefixlocality
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
@@ -34,14 +33,14 @@ func TestScoresTheShareHeld(t *testing.T) {
 	h256 := prefixindex.Hash(nil, "llama", prompt, 256*tokencount.CharsPerToken, 256)
 	other := prefixindex.Hash(nil, "qwen", prompt, 128*tokencount.CharsPerToken, 256)
 	states := []member.State{
-		membertest.Member("six", "r", holding(h128[:6], 128), time.Millisecond, membertest.Now),
-		membertest.Member("one", "r", holding(h64[:1], 64), time.Millisecond, membertest.Now),
-		membertest.Member("qwen", "r", holding(other, 128), time.Millisecond, membertest.Now),
-		membertest.Member("big", "r", holding(h256[:2], 256), time.Millisecond, membertest.Now),
-		membertest.Member("none", "r", membertest.Model("llama"), time.Millisecond, membertest.Now),
+		membertest.Ready("six", "r", holding(h128[:6], 128)),
+		membertest.Ready("one", "r", holding(h64[:1], 64)),
+		membertest.Ready("qwen", "r", holding(other, 128)),
+		membertest.Ready("big", "r", holding(h256[:2], 256)),
+		membertest.Ready("none", "r", membertest.Model("llama")),
 	}
 	s, _ := New(Type, nil)
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama", Prompt: prompt}, "", membertest.Now, states...)
+	c, views := membertest.Decide(&scheduling.Request{Model: "llama", Prompt: prompt}, states...)
 	got := plugintest.Scores(s.(*Scorer), c, views)
 	want := []float64{0.75, 0, 0, 0.5, 0}
 	for i := range want {
@@ -55,7 +54,7 @@ func TestScoresTheShareHeld(t *testing.T) {
 		t.Errorf("without a minimum, one block of 16 scores %v", got[1])
 	}
 	// An adapter's prompt is hashed with the adapter's name, as the member's picker does.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql", Prompt: prompt}, "", membertest.Now, states...)
+	c, views = membertest.Decide(&scheduling.Request{Model: "llama", Adapter: "sql", Prompt: prompt}, states...)
 	if got := plugintest.Scores(s.(*Scorer), c, views); got[0] != 0 {
 		t.Errorf("the base model's blocks matched an adapter's prompt: %v", got[0])
 	}

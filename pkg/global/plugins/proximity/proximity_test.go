@@ -3,7 +3,6 @@ package proximity
 import (
 	"math"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
@@ -18,9 +17,9 @@ func TestNearerRegionScoresHigher(t *testing.T) {
 	}
 	s := p.(*Scorer)
 	m := membertest.Model("m")
-	use := membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now)
-	euw := membertest.Member("euw1", "eu-west-1", m, time.Millisecond, membertest.Now)
-	aps := membertest.Member("aps1", "ap-south-1", m, time.Millisecond, membertest.Now)
+	use := membertest.Ready("use1", "us-east-1", m)
+	euw := membertest.Ready("euw1", "eu-west-1", m)
+	aps := membertest.Ready("aps1", "ap-south-1", m)
 	c, views := membertest.Cycle(&scheduling.Request{Model: "m"}, "us-east-1", membertest.Now, use, euw, aps)
 	got := plugintest.Scores(s, c, views)
 	want := []float64{1, 0.006 / 0.045, 0.006 / 0.1}

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/plugintest"
@@ -16,21 +15,21 @@ func TestPinnedModelStaysInItsRegions(t *testing.T) {
 	f := plugintest.New[*Filter](t, New, `{"pins":[{"model":"llama-eu","regions":["eu-west-1","eu-central-1"]},{"model":"sql-eu","regions":["eu-central-1"]}]}`)
 	m := membertest.Model("llama-eu")
 	states := []member.State{
-		membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now),
-		membertest.Member("euw1", "eu-west-1", m, time.Millisecond, membertest.Now),
-		membertest.Member("euc1", "eu-central-1", m, time.Millisecond, membertest.Now),
+		membertest.Ready("use1", "us-east-1", m),
+		membertest.Ready("euw1", "eu-west-1", m),
+		membertest.Ready("euc1", "eu-central-1", m),
 	}
 	c, views := membertest.Cycle(&scheduling.Request{Model: "llama-eu"}, "us-east-1", membertest.Now, states...)
 	if got := membertest.Names(c, f.Filter(c, views)); !slices.Equal(got, []string{"euw1", "euc1"}) {
 		t.Fatalf("kept %v", got)
 	}
 	// An adapter's pin applies on top of its base model's.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama-eu", Adapter: "sql-eu"}, "", membertest.Now, states...)
+	c, views = membertest.Decide(&scheduling.Request{Model: "llama-eu", Adapter: "sql-eu"}, states...)
 	if got := membertest.Names(c, f.Filter(c, views)); !slices.Equal(got, []string{"euc1"}) {
 		t.Fatalf("adapter kept %v", got)
 	}
 	// Unpinned models go anywhere.
-	c, views = membertest.Cycle(&scheduling.Request{Model: "qwen"}, "", membertest.Now, states...)
+	c, views = membertest.Decide(&scheduling.Request{Model: "qwen"}, states...)
 	if got := f.Filter(c, views); len(got) != 3 {
 		t.Fatalf("unpinned model kept %d", len(got))
 	}
@@ -42,9 +41,7 @@ func TestPinnedModelStaysInItsRegions(t *testing.T) {
 func TestNothingLeftSaysWhy(t *testing.T) {
 	f := plugintest.New[*Filter](t, New, `{"pins":[{"model":"llama-eu","regions":["eu-west-1"]}]}`)
 	m := membertest.Model("llama-eu")
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama-eu"}, "", membertest.Now,
-		membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now),
-		membertest.Member("usw2", "us-west-2", m, time.Millisecond, membertest.Now))
+	c, views := membertest.Decide(&scheduling.Request{Model: "llama-eu"}, membertest.Ready("use1", "us-east-1", m), membertest.Ready("usw2", "us-west-2", m))
 	if got := f.Filter(c, views); len(got) != 0 {
 		t.Fatalf("kept %d outside the pin", len(got))
 	}

@@ -14,9 +14,9 @@ import (
 func fleet() []member.State {
 	m := membertest.Model("llama")
 	return []member.State{
-		membertest.Member("use1", "us-east-1", m, time.Millisecond, membertest.Now),
-		membertest.Member("euw1", "eu-west-1", m, time.Millisecond, membertest.Now),
-		membertest.Member("apn1", "ap-northeast-1", m, time.Millisecond, membertest.Now),
+		membertest.Ready("use1", "us-east-1", m),
+		membertest.Ready("euw1", "eu-west-1", m),
+		membertest.Ready("apn1", "ap-northeast-1", m),
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/member"
@@ -17,20 +16,20 @@ func TestKeepsMembersThatServeTheModel(t *testing.T) {
 	withAdapter.Adapters = []string{"sql"}
 	noReady.ReadyEndpoints, noReady.Endpoints = 0, 3
 	states := []member.State{
-		membertest.Member("a", "r", withAdapter, time.Millisecond, membertest.Now),
-		membertest.Member("b", "r", membertest.Model("llama"), time.Millisecond, membertest.Now),
-		membertest.Member("c", "r", nil, time.Millisecond, membertest.Now),
-		membertest.Member("d", "r", noReady, time.Millisecond, membertest.Now),
+		membertest.Ready("a", "r", withAdapter),
+		membertest.Ready("b", "r", membertest.Model("llama")),
+		membertest.Ready("c", "r", nil),
+		membertest.Ready("d", "r", noReady),
 	}
-	c, views := membertest.Cycle(&scheduling.Request{Model: "llama"}, "", membertest.Now, states...)
+	c, views := membertest.Decide(&scheduling.Request{Model: "llama"}, states...)
 	if got := membertest.Names(c, f.(scheduling.Filter).Filter(c, views)); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("base model kept %v", got)
 	}
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "sql"}, "", membertest.Now, states...)
+	c, views = membertest.Decide(&scheduling.Request{Model: "llama", Adapter: "sql"}, states...)
 	if got := membertest.Names(c, f.(scheduling.Filter).Filter(c, views)); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("adapter kept %v", got)
 	}
-	c, views = membertest.Cycle(&scheduling.Request{Model: "llama", Adapter: "chat"}, "", membertest.Now, states...)
+	c, views = membertest.Decide(&scheduling.Request{Model: "llama", Adapter: "chat"}, states...)
 	if got := f.(scheduling.Filter).Filter(c, views); len(got) != 0 {
 		t.Fatalf("unknown adapter kept %d", len(got))
 	}
