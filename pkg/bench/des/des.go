@@ -108,7 +108,6 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 
 func (r *run) loop(ctx context.Context, progress func(float64)) error {
 	sc := r.job.Scenario
-	last := time.Duration(0)
 	// On equal times: step ends first (their events happened), then scrapes,
 	// then timeouts, then the warmup mark, then arrivals (which see all of them).
 	offer := func(ev *event) {
@@ -121,27 +120,22 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 			ev.offer(t, "timeout", -1, -1)
 		}
 	}
+	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, arrive: r.arrive, inFlight: func() int { return len(r.flying) }}
 	do := func(ev event) (bool, error) {
 		switch ev.kind {
-		case "step":
-			r.handle(r.pods[ev.which].Advance(ev.at))
 		case "scrape":
 			r.scrape(ev.which, ev.at)
 			r.scrapeAt[ev.which] += sc.ScrapeInterval
 		case "timeout":
 			r.timeOut(ev.at)
-		case "arrival":
-			r.arrive(r.gen.Pop())
 		default:
-			if !r.abandonStuck(last) {
+			if !r.abandonStuck(l.last) {
 				return false, fmt.Errorf("requests in flight but no pod is busy (virtual time %v)", ev.at)
 			}
 			return false, nil
 		}
-		last = ev.at
 		return true, nil
 	}
-	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, inFlight: func() int { return len(r.flying) }}
 	return l.run(ctx, progress, offer, do)
 }
 

@@ -231,10 +231,10 @@ func (r *globalRun) loop(ctx context.Context, progress func(float64)) error {
 			ev.offer(at, "delivery", -1, -1)
 		}
 	}
+	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, arrive: r.arrive, inFlight: func() int { return len(r.flying) },
+		giveUpAfter: time.Hour}
 	do := func(ev event) (bool, error) {
 		switch ev.kind {
-		case "step":
-			r.handle(r.pods[ev.which].Advance(ev.at))
 		case "scrape":
 			m := r.members[ev.which]
 			r.scrape(m, ev.sub, ev.at)
@@ -248,17 +248,11 @@ func (r *globalRun) loop(ctx context.Context, progress func(float64)) error {
 		case "delivery":
 			_, d := r.deliveries.Pop()
 			r.deliver(d, ev.at)
-		case "arrival":
-			r.arrive(r.gen.Pop())
 		default:
 			return false, fmt.Errorf("requests in flight but nothing to happen (virtual time %v)", ev.at)
 		}
-		if ev.at > sc.Duration+time.Hour {
-			return false, fmt.Errorf("requests in flight an hour after the end of arrivals (virtual time %v)", ev.at)
-		}
 		return true, nil
 	}
-	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, inFlight: func() int { return len(r.flying) }}
 	return l.run(ctx, progress, offer, do)
 }
 

@@ -2,6 +2,7 @@ package des
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -35,15 +36,22 @@ type eventLoop struct {
 	gen      *workload.Generator
 	pods     []*sim.Engine
 	handle   func([]sim.Event)
+	arrive   func(*workload.Request)
 	inFlight func() int
-	snap     sim.Snapshot
+	// giveUpAfter, when set, fails the run once an event comes this long
+	// after the end of arrivals: requests are stuck in flight.
+	giveUpAfter time.Duration
+	snap        sim.Snapshot
+	// last is the time of the last event that moved virtual time on.
+	last time.Duration
 }
 
 // run handles events in time order until arrivals have stopped and nothing
 // is in flight. Each turn the next event is the earliest of the pods' step
 // ends ("step", the pod), then what offer adds, then the warmup mark, then
-// the next arrival ("arrival"); do handles every event but the warmup mark
-// (kind "" when there is none) and says whether virtual time moved on.
+// the next arrival ("arrival"). The loop handles the step ends, arrivals and
+// the warmup mark; do handles every other event (kind "" when there is none)
+// and says whether virtual time moved on.
 // Progress is reported and the SLO guard checked once a simulated second.
 func (l *eventLoop) run(ctx context.Context, progress func(float64), offer func(*event), do func(event) (bool, error)) error {
 	sc := l.job.Scenario
@@ -71,13 +79,26 @@ func (l *eventLoop) run(ctx context.Context, progress func(float64), offer func(
 		if more {
 			ev.offer(arrival, "arrival", -1, -1)
 		}
-		if ev.kind == "warmup" {
+		switch ev.kind {
+		case "warmup":
 			warmupDone = true
 			baseline = l.counters(ev.at)
-		} else if moved, err := do(ev); err != nil {
-			return err
-		} else if !moved {
-			continue
+		case "step":
+			l.handle(l.pods[ev.which].Advance(ev.at))
+		case "arrival":
+			l.arrive(l.gen.Pop())
+		default:
+			if moved, err := do(ev); err != nil {
+				return err
+			} else if !moved {
+				continue
+			}
+		}
+		if ev.kind != "warmup" {
+			l.last = ev.at
+			if l.giveUpAfter > 0 && ev.at > sc.Duration+l.giveUpAfter {
+				return fmt.Errorf("requests in flight %v after the end of arrivals (virtual time %v)", l.giveUpAfter, ev.at)
+			}
 		}
 		if t := min(ev.at, sc.Duration); t-reported >= time.Second {
 			reported = t
