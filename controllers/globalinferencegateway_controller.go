@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,32 +49,24 @@ var globalStatusAccess = statusAccess[*igwv1.GlobalInferenceGateway, igwv1.Globa
 	warn:       []string{igwv1.ConditionReady},
 }
 
-// Reconcile renders, applies and reports one GlobalInferenceGateway. It is
-// read from the API server, so that one already deleted gets no new
-// children; its children name it as their controller, so the garbage
-// collector deletes them with it. The status is written on every path,
-// errors included.
-func (r *GlobalInferenceGatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	if err := r.watches.ensure(); err != nil {
-		return ctrl.Result{}, err
-	}
+// Reconcile renders, applies and reports one GlobalInferenceGateway, in the
+// frame every reconciler shares (statusAccess.reconcile): one already deleted
+// gets no new children (they name it as their controller, so the garbage
+// collector deletes them with it), and the status is written on every path.
+func (r *GlobalInferenceGatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	gig := &igwv1.GlobalInferenceGateway{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, gig); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if gig.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
-	}
-	prev := *gig.Status.DeepCopy()
 	var o globalObservation
-	defer func() {
-		var wrote bool
-		res, wrote, err = globalStatusAccess.end(ctx, &r.Common, gig, prev, globalStatus(gig, o, err), o.Refs.ok(), err)
-		if wrote && err == nil && res.RequeueAfter == 0 && o.Picker != nil && o.Picker.Status.AvailableReplicas > 0 {
-			res.RequeueAfter = globalStatusRefresh
-		}
-	}()
-	return ctrl.Result{}, r.reconcile(ctx, gig, &o)
+	return globalStatusAccess.reconcile(ctx, &r.Common, r.watches, req.NamespacedName, gig, reconcileSteps[igwv1.GlobalInferenceGatewayStatus]{
+		run: func() error { return r.reconcile(ctx, gig, &o) },
+		status: func(err error) (igwv1.GlobalInferenceGatewayStatus, bool) {
+			return globalStatus(gig, o, err), o.Refs.ok()
+		},
+		written: func(res *ctrl.Result) {
+			if res.RequeueAfter == 0 && o.Picker != nil && o.Picker.Status.AvailableReplicas > 0 {
+				res.RequeueAfter = globalStatusRefresh
+			}
+		},
+	})
 }
 
 func (r *GlobalInferenceGatewayReconciler) reconcile(ctx context.Context, gig *igwv1.GlobalInferenceGateway, o *globalObservation) error {
@@ -176,26 +167,14 @@ func (r *GlobalInferenceGatewayReconciler) rawPipeline(ctx context.Context, gig 
 		return nil, true, nil
 	}
 	ref := gig.Spec.Routing.ConfigMapRef
-	key := cmp.Or(ref.Key, render.GlobalConfigKey)
-	var cm corev1.ConfigMap
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: gig.Spec.Namespace, Name: ref.Name}, &cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			refs.add(igwv1.ReasonConfigMapNotFound, fmt.Sprintf("ConfigMap %q of routing.configMapRef not found in namespace %q: create it or drop configMapRef", ref.Name, gig.Spec.Namespace))
-			return nil, false, nil
-		}
-		refs.add(igwv1.ReasonConfigMapUnreadable, fmt.Sprintf("ConfigMap %q of routing.configMapRef cannot be read (the picker keeps its last good configuration): %v", ref.Name, err))
-		return nil, false, fmt.Errorf("reading ConfigMap %s of routing.configMapRef: %w", ref.Name, err)
-	}
-	content, ok := cm.Data[key]
-	if !ok {
-		refs.add(igwv1.ReasonConfigMapKeyMissing, fmt.Sprintf("ConfigMap %q has no key %q: add it or set routing.configMapRef.key", ref.Name, key))
-		return nil, false, nil
-	}
-	if _, err := global.LoadPipeline([]byte(content)); err != nil {
-		refs.add(igwv1.ReasonInvalidEPPConfig, fmt.Sprintf("ConfigMap %q key %q is not a pipeline the global picker accepts (it keeps its last good one): %v", ref.Name, key, err))
-		return nil, false, nil
-	}
-	return []byte(content), true, nil
+	return r.readRawConfigMap(ctx, refs, rawConfigMapRef{
+		field: "routing.configMapRef", namespace: gig.Spec.Namespace, name: ref.Name, key: cmp.Or(ref.Key, render.GlobalConfigKey),
+		invalid: "a pipeline the global picker accepts (it keeps its last good one)",
+		check: func(data []byte) error {
+			_, err := global.LoadPipeline(data)
+			return err
+		},
+	})
 }
 
 // missingSecrets are, by member, the Secrets it names that do not exist. Only

@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -75,33 +74,25 @@ var configStatusAccess = statusAccess[*igwv1.InferenceGatewayConfig, igwv1.Infer
 	warn:       []string{igwv1.ConditionReady},
 }
 
-// Reconcile renders, applies and reports one InferenceGatewayConfig. The
-// config is read from the API server, not the cache: a cached copy can predate
-// a deletion whose cleanup already ran, and applying from it would place
-// policies beside the Gateway that nothing deletes. A config that is gone has
-// what is left of its children beside a Gateway deleted. The status is written
-// on every path, errors included.
-func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	if err := r.watches.ensure(); err != nil {
-		return ctrl.Result{}, err
-	}
+// Reconcile renders, applies and reports one InferenceGatewayConfig, in the
+// frame every reconciler shares (statusAccess.reconcile). A config that is
+// gone has what is left of its children beside a Gateway deleted; one being
+// deleted is reconciled too, to clean up beside the Gateway before its
+// finalizer goes.
+func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cfg := &igwv1.InferenceGatewayConfig{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, cfg); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.deleteOrphans(ctx, req.Namespace, render.LabelValue(req.Name))
-		}
-		return ctrl.Result{}, err
-	}
-	prev := *cfg.Status.DeepCopy()
 	var o configObservation
-	defer func() {
-		var wrote bool
-		res, wrote, err = configStatusAccess.end(ctx, &r.Common, cfg, prev, configStatus(cfg, o, err), o.Refs.ok(), err)
-		if wrote && err == nil {
+	return configStatusAccess.reconcile(ctx, &r.Common, r.watches, req.NamespacedName, cfg, reconcileSteps[igwv1.InferenceGatewayConfigStatus]{
+		gone:        func() error { return r.deleteOrphans(ctx, req.Namespace, render.LabelValue(req.Name)) },
+		runDeleting: true,
+		run:         func() error { return r.reconcile(ctx, cfg, &o) },
+		status: func(err error) (igwv1.InferenceGatewayConfigStatus, bool) {
+			return configStatus(cfg, o, err), o.Refs.ok()
+		},
+		written: func(res *ctrl.Result) {
 			res.RequeueAfter = earliest(res.RequeueAfter, hookRequeue(cfg.Status.Conditions, time.Now(), r.HookBound))
-		}
-	}()
-	return ctrl.Result{}, r.reconcile(ctx, cfg, &o)
+		},
+	})
 }
 
 func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, o *configObservation) error {

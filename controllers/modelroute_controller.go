@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -63,26 +64,18 @@ var routeStatusAccess = statusAccess[*igwv1.ModelRoute, igwv1.ModelRouteStatus]{
 	warn:       []string{igwv1.ConditionResolvedRefs, igwv1.ConditionReady},
 }
 
-// Reconcile renders, applies and reports one ModelRoute. The route is read
-// from the API server, so that a route already deleted gets no new children;
-// the status is written on every path, errors included.
-func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	if err := r.watches.ensure(); err != nil {
-		return ctrl.Result{}, err
-	}
+// Reconcile renders, applies and reports one ModelRoute, in the frame every
+// reconciler shares (statusAccess.reconcile): a route already deleted gets no
+// new children, and the status is written on every path.
+func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	mr := &igwv1.ModelRoute{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, mr); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if mr.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil // owner references hand the children to the garbage collector
-	}
-	prev := *mr.Status.DeepCopy()
 	var o routeObservation
-	defer func() {
-		res, _, err = routeStatusAccess.end(ctx, &r.Common, mr, prev, routeStatus(mr, o, err), o.Refs.ok(), err)
-	}()
-	return ctrl.Result{}, r.reconcile(ctx, mr, &o)
+	return routeStatusAccess.reconcile(ctx, &r.Common, r.watches, req.NamespacedName, mr, reconcileSteps[igwv1.ModelRouteStatus]{
+		run: func() error { return r.reconcile(ctx, mr, &o) },
+		status: func(err error) (igwv1.ModelRouteStatus, bool) {
+			return routeStatus(mr, o, err), o.Refs.ok()
+		},
+	})
 }
 
 func (r *ModelRouteReconciler) reconcile(ctx context.Context, mr *igwv1.ModelRoute, o *routeObservation) error {
@@ -167,27 +160,12 @@ func (r *ModelRouteReconciler) rawConfig(ctx context.Context, mr *igwv1.ModelRou
 		return nil, true, nil
 	}
 	ref := mr.Spec.Scoring.ConfigMapRef
-	key := ref.Key
-	if key == "" {
-		key = render.EPPConfigKey
-	}
-	var cm corev1.ConfigMap
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: mr.Namespace, Name: ref.Name}, &cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			refs.add(igwv1.ReasonConfigMapNotFound, fmt.Sprintf("ConfigMap %q of spec.scoring.configMapRef not found in namespace %q: create it or drop configMapRef", ref.Name, mr.Namespace))
-			return nil, false, nil
-		}
-		refs.add(igwv1.ReasonConfigMapUnreadable, fmt.Sprintf("ConfigMap %q of spec.scoring.configMapRef cannot be read (the picker keeps its last good configuration): %v", ref.Name, err))
-		return nil, false, fmt.Errorf("reading ConfigMap %s of spec.scoring.configMapRef: %w", ref.Name, err)
-	}
-	content, ok := cm.Data[key]
-	if !ok {
-		refs.add(igwv1.ReasonConfigMapKeyMissing, fmt.Sprintf("ConfigMap %q has no key %q: add it or set spec.scoring.configMapRef.key", ref.Name, key))
-		return nil, false, nil
-	}
-	if _, err := eppconfig.Load([]byte(content), plugins.NewRegistry()); err != nil {
-		refs.add(igwv1.ReasonInvalidEPPConfig, fmt.Sprintf("ConfigMap %q key %q is not a valid endpoint picker configuration (the picker keeps its last good one): %v", ref.Name, key, err))
-		return nil, false, nil
-	}
-	return []byte(content), true, nil
+	return r.readRawConfigMap(ctx, refs, rawConfigMapRef{
+		field: "spec.scoring.configMapRef", namespace: mr.Namespace, name: ref.Name, key: cmp.Or(ref.Key, render.EPPConfigKey),
+		invalid: "a valid endpoint picker configuration (the picker keeps its last good one)",
+		check: func(data []byte) error {
+			_, err := eppconfig.Load(data, plugins.NewRegistry())
+			return err
+		},
+	})
 }

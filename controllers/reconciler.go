@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,6 +73,53 @@ func (a statusAccess[O, S]) end(ctx context.Context, c *Common, obj O, prev, nex
 		return ctrl.Result{}, true, err
 	}
 	return ctrl.Result{RequeueAfter: requeueWhileMissing}, true, nil
+}
+
+// reconcileSteps are what one kind's reconcile does inside the frame that
+// statusAccess.reconcile gives every reconciler.
+type reconcileSteps[S any] struct {
+	// gone runs when the object no longer exists (nil: nothing to do).
+	gone func() error
+	// runDeleting runs an object being deleted too; otherwise its children
+	// are left to the garbage collector through their owner references.
+	runDeleting bool
+	// run renders, applies and observes.
+	run func() error
+	// status is the status for run's error and whether the references resolved.
+	status func(err error) (next S, refsOK bool)
+	// written, when set, adjusts the result once the status was written and
+	// no error is left.
+	written func(res *ctrl.Result)
+}
+
+// reconcile is the frame of every reconciler: the watches on kinds served
+// since the last reconcile, obj read from the API server rather than the cache
+// (a cached copy can predate a deletion whose cleanup already ran, and applying
+// from it would leave children that nothing deletes), and the status written
+// on every path, errors included, by one deferred end.
+func (a statusAccess[O, S]) reconcile(ctx context.Context, c *Common, w *lazyWatches, key types.NamespacedName, obj O, steps reconcileSteps[S]) (res ctrl.Result, err error) {
+	if err := w.ensure(); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := c.APIReader.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) && steps.gone != nil {
+			return ctrl.Result{}, steps.gone()
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if obj.GetDeletionTimestamp() != nil && !steps.runDeleting {
+		return ctrl.Result{}, nil
+	}
+	prev := *a.of(obj.DeepCopy())
+	defer func() {
+		next, refsOK := steps.status(err)
+		var wrote bool
+		res, wrote, err = a.end(ctx, c, obj, prev, next, refsOK, err)
+		if wrote && err == nil && steps.written != nil {
+			steps.written(&res)
+		}
+	}()
+	return ctrl.Result{}, steps.run()
 }
 
 // getIfExists reads key into obj; found is false when it does not exist.
@@ -196,4 +244,39 @@ func gvkOf(scheme *runtime.Scheme, obj client.Object) (schema.GroupVersionKind, 
 		return schema.GroupVersionKind{}, fmt.Errorf("no kind for %T: %w", obj, err)
 	}
 	return gvks[0], nil
+}
+
+// rawConfigMapRef is a key of a ConfigMap that an owner names (at field)
+// as the raw configuration of its picker.
+type rawConfigMapRef struct {
+	field, namespace, name, key string
+	// check accepts what the picker would; invalid says what that is.
+	check   func([]byte) error
+	invalid string
+}
+
+// readRawConfigMap reads ref and checks it; usable is false when it cannot be
+// used. A ConfigMap that is missing or unusable is a reference problem; one
+// that cannot be read is one too, and its error is returned for a retry with
+// backoff.
+func (c *Common) readRawConfigMap(ctx context.Context, refs *refProblems, ref rawConfigMapRef) (data []byte, usable bool, err error) {
+	var cm corev1.ConfigMap
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: ref.namespace, Name: ref.name}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			refs.add(igwv1.ReasonConfigMapNotFound, fmt.Sprintf("ConfigMap %q of %s not found in namespace %q: create it or drop configMapRef", ref.name, ref.field, ref.namespace))
+			return nil, false, nil
+		}
+		refs.add(igwv1.ReasonConfigMapUnreadable, fmt.Sprintf("ConfigMap %q of %s cannot be read (the picker keeps its last good configuration): %v", ref.name, ref.field, err))
+		return nil, false, fmt.Errorf("reading ConfigMap %s of %s: %w", ref.name, ref.field, err)
+	}
+	content, ok := cm.Data[ref.key]
+	if !ok {
+		refs.add(igwv1.ReasonConfigMapKeyMissing, fmt.Sprintf("ConfigMap %q has no key %q: add it or set %s.key", ref.name, ref.key, ref.field))
+		return nil, false, nil
+	}
+	if err := ref.check([]byte(content)); err != nil {
+		refs.add(igwv1.ReasonInvalidEPPConfig, fmt.Sprintf("ConfigMap %q key %q is not %s: %v", ref.name, ref.key, ref.invalid, err))
+		return nil, false, nil
+	}
+	return []byte(content), true, nil
 }

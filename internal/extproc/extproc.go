@@ -219,6 +219,42 @@ func Send(srv extprocv3.ExternalProcessor_ProcessServer, replies []*extprocv3.Pr
 	return nil
 }
 
+// Exchange is a routing server's side of one request's stream (the endpoint
+// picker's, the hub's): each method answers one kind of message. The
+// request's trailers are answered unchanged.
+type Exchange interface {
+	// RequestHeaders takes the headers and the proxy's metadata with them.
+	RequestHeaders(*extprocv3.HttpHeaders, *corev3.Metadata) []*extprocv3.ProcessingResponse
+	RequestBody(*extprocv3.HttpBody) []*extprocv3.ProcessingResponse
+	ResponseHeaders(*extprocv3.HttpHeaders, map[string]*structpb.Struct) *extprocv3.ProcessingResponse
+	ResponseBody(*extprocv3.HttpBody) *extprocv3.ProcessingResponse
+	// ResponseTrailers is told that the response ended with trailers.
+	ResponseTrailers()
+}
+
+// Dispatch hands req to the method of x for its kind and sends the replies.
+func Dispatch(srv extprocv3.ExternalProcessor_ProcessServer, req *extprocv3.ProcessingRequest, x Exchange) error {
+	var replies []*extprocv3.ProcessingResponse
+	switch r := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		replies = x.RequestHeaders(r.RequestHeaders, req.GetMetadataContext())
+	case *extprocv3.ProcessingRequest_RequestBody:
+		replies = x.RequestBody(r.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		replies = []*extprocv3.ProcessingResponse{RequestTrailers()}
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		replies = []*extprocv3.ProcessingResponse{x.ResponseHeaders(r.ResponseHeaders, req.GetAttributes())}
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		replies = []*extprocv3.ProcessingResponse{x.ResponseBody(r.ResponseBody)}
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		x.ResponseTrailers()
+		replies = []*extprocv3.ProcessingResponse{ResponseTrailers()}
+	default:
+		return Unexpected(r)
+	}
+	return Send(srv, replies)
+}
+
 // Unexpected is the stream's error for a message of a kind the protocol does not have.
 func Unexpected(m any) error {
 	return status.Errorf(codes.InvalidArgument, "unexpected ext_proc message %T", m)

@@ -68,8 +68,12 @@ func (s *ExtProc) now() time.Time { return clock.Now(s.Now) }
 
 func (s *ExtProc) log() *slog.Logger { return cmp.Or(s.Log, slog.Default()) }
 
-// exchange is one HTTP request's state across its ext_proc stream.
+// exchange is one HTTP request's state across its ext_proc stream; it answers
+// the stream's messages (extproc.Exchange).
 type exchange struct {
+	s   *ExtProc
+	srv extprocv3.ExternalProcessor_ProcessServer
+
 	headers map[string]string
 	subset  []string
 	// chunks are the request body as received; they are sent back unchanged.
@@ -187,53 +191,46 @@ func (x *exchange) body() []byte {
 
 // Process handles one HTTP request's ext_proc stream.
 func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	x := &exchange{}
+	x := &exchange{s: s, srv: srv}
 	defer s.finish(x, false)
 	defer x.releaseScratch()
-	return extproc.Serve(srv, x.followAnnouncedModes, func(req *extprocv3.ProcessingRequest) error { return s.handle(srv, x, req) })
+	return extproc.Serve(srv, x.followAnnouncedModes, func(req *extprocv3.ProcessingRequest) error { return extproc.Dispatch(srv, req, x) })
 }
 
-// handle answers one message of x's stream.
-func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *exchange, req *extprocv3.ProcessingRequest) error {
-	var replies []*extprocv3.ProcessingResponse
-	switch r := req.Request.(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
-		x.started = s.now()
-		// The subset comes from the proxy's metadata, never from a header.
-		x.subset = subsetHint(req.GetMetadataContext())
-		x.trusted = s.trustedHeaders()
-		x.debug = x.trusted.Debug && x.headers[wire.HeaderDebug] == "1"
-		// A buffered body comes only after the headers reply; the body reply routes.
-		var whole bool
-		if whole, replies = x.held.Headers(r.RequestHeaders); whole {
-			replies = s.route(srv, x)
-		}
-	case *extprocv3.ProcessingRequest_RequestBody:
-		whole, tooLarge := x.held.Body(r.RequestBody, s.maxBody())
-		if tooLarge != nil {
-			return s.send(srv, extproc.Immediate("epp", tooLarge), x)
-		}
-		if b := r.RequestBody.GetBody(); len(b) > 0 {
-			x.addChunk(b)
-		}
-		if whole {
-			replies = s.route(srv, x)
-		}
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		replies = []*extprocv3.ProcessingResponse{s.responseBody(x, r.ResponseBody)}
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		s.finish(x, true)
-		replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
-	default:
-		return extproc.Unexpected(r)
+var _ extproc.Exchange = (*exchange)(nil)
+
+// RequestHeaders takes the request's headers. A buffered body comes only
+// after the headers reply; the body reply routes.
+func (x *exchange) RequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) []*extprocv3.ProcessingResponse {
+	x.headers = extproc.HeaderMap(h.GetHeaders())
+	x.started = x.s.now()
+	// The subset comes from the proxy's metadata, never from a header.
+	x.subset = subsetHint(md)
+	x.trusted = x.s.trustedHeaders()
+	x.debug = x.trusted.Debug && x.headers[wire.HeaderDebug] == "1"
+	whole, replies := x.held.Headers(h)
+	if whole {
+		return x.s.route(x.srv, x)
 	}
-	return extproc.Send(srv, replies)
+	return replies
 }
+
+// RequestBody takes a chunk of the request's body; the last one routes.
+func (x *exchange) RequestBody(b *extprocv3.HttpBody) []*extprocv3.ProcessingResponse {
+	whole, tooLarge := x.held.Body(b, x.s.maxBody())
+	if tooLarge != nil {
+		return []*extprocv3.ProcessingResponse{x.s.immediate(extproc.Immediate("epp", tooLarge), x)}
+	}
+	if c := b.GetBody(); len(c) > 0 {
+		x.addChunk(c)
+	}
+	if whole {
+		return x.s.route(x.srv, x)
+	}
+	return nil
+}
+
+func (x *exchange) ResponseTrailers() { x.s.finish(x, true) }
 
 func (s *ExtProc) trustedHeaders() director.TrustedHeaders {
 	if p := s.Director.Pipeline(); p != nil {
@@ -249,13 +246,14 @@ func (s *ExtProc) maxBody() int64 {
 	return DefaultMaxBodyBytes
 }
 
-func (s *ExtProc) send(srv extprocv3.ExternalProcessor_ProcessServer, reply *extprocv3.ProcessingResponse, x *exchange) error {
+// immediate counts reply, which ends x, when it is an immediate response.
+func (s *ExtProc) immediate(reply *extprocv3.ProcessingResponse, x *exchange) *extprocv3.ProcessingResponse {
 	if ir := reply.GetImmediateResponse(); ir != nil && s.Metrics != nil {
 		s.Metrics.Responses.WithLabelValues(metrics.Code(int(ir.GetStatus().GetCode()))).Inc()
 		s.Metrics.Rejected(x.model, x.held.Size, int(ir.GetStatus().GetCode()))
 	}
 	x.done = true
-	return srv.Send(reply)
+	return reply
 }
 
 // followAnnouncedModes reads the body modes from the stream's first message;
@@ -327,7 +325,8 @@ func (s *ExtProc) reject(x *exchange, e *apierror.Error, reason string) []*extpr
 	return []*extprocv3.ProcessingResponse{extproc.Immediate("epp", e)}
 }
 
-func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *exchange) ResponseHeaders(h *extprocv3.HttpHeaders, _ map[string]*structpb.Struct) *extprocv3.ProcessingResponse {
+	s := x.s
 	hm := extproc.HeaderMap(h.GetHeaders())
 	x.status, _ = strconv.Atoi(hm[wire.HeaderStatus])
 	var set []*corev3.HeaderValueOption
@@ -344,7 +343,8 @@ func (s *ExtProc) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extpro
 	return extproc.ResponseHeaders(cr)
 }
 
-func (s *ExtProc) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *exchange) ResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	s := x.s
 	x.responseBytes += int64(len(b.GetBody()))
 	if x.result != nil && !x.done && x.status < 400 {
 		if events := x.meter.Feed(b.GetBody()); events > 0 {

@@ -3,6 +3,7 @@ package hub
 import (
 	"strconv"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -28,8 +29,11 @@ type ExtProc struct {
 
 func registerExtProc(s *grpc.Server, x *ExtProc) { extprocv3.RegisterExternalProcessorServer(s, x) }
 
-// hubExchange is one HTTP request across its ext_proc stream.
+// hubExchange is one HTTP request across its ext_proc stream; it answers the
+// stream's messages (extproc.Exchange).
 type hubExchange struct {
+	s               *ExtProc
+	srv             extprocv3.ExternalProcessor_ProcessServer
 	headers         map[string]string
 	held            extproc.HeldRequest
 	chunks          [][]byte
@@ -41,58 +45,50 @@ type hubExchange struct {
 
 // Process handles one request's stream.
 func (s *ExtProc) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	x := &hubExchange{}
+	x := &hubExchange{s: s, srv: srv}
 	defer s.end(x, false)
 	return extproc.Serve(srv, func(pc *extprocv3.ProtocolConfiguration) {
 		x.held.Buffered, x.responseChunked = extproc.BodyModes(pc)
-	}, func(req *extprocv3.ProcessingRequest) error { return s.handle(srv, x, req) })
+	}, func(req *extprocv3.ProcessingRequest) error { return extproc.Dispatch(srv, req, x) })
 }
 
-// handle answers one message of x's stream.
-func (s *ExtProc) handle(srv extprocv3.ExternalProcessor_ProcessServer, x *hubExchange, req *extprocv3.ProcessingRequest) error {
-	var replies []*extprocv3.ProcessingResponse
-	switch r := req.Request.(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		x.headers = extproc.HeaderMap(r.RequestHeaders.GetHeaders())
-		var whole bool
-		if whole, replies = x.held.Headers(r.RequestHeaders); whole {
-			replies = s.route(srv, x)
-		}
-	case *extprocv3.ProcessingRequest_RequestBody:
-		whole, tooLarge := x.held.Body(r.RequestBody, s.Hub.opts.MaxBodyBytes)
-		if tooLarge != nil {
-			x.done = true
-			return srv.Send(extproc.Immediate("global", tooLarge))
-		}
-		if b := r.RequestBody.GetBody(); len(b) > 0 {
-			x.chunks = append(x.chunks, b)
-		}
-		if whole {
-			replies = s.route(srv, x)
-		}
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		replies = []*extprocv3.ProcessingResponse{extproc.RequestTrailers()}
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		s.creditServer(x, req.GetAttributes())
-		replies = []*extprocv3.ProcessingResponse{s.responseHeaders(x, r.ResponseHeaders)}
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		b := r.ResponseBody
-		if b.GetEndOfStream() {
-			s.end(x, true)
-		}
-		if x.responseChunked {
-			replies = []*extprocv3.ProcessingResponse{extproc.ResponseBody()}
-		} else {
-			replies = []*extprocv3.ProcessingResponse{extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())}
-		}
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		s.end(x, true)
-		replies = []*extprocv3.ProcessingResponse{extproc.ResponseTrailers()}
-	default:
-		return extproc.Unexpected(r)
+var _ extproc.Exchange = (*hubExchange)(nil)
+
+func (x *hubExchange) RequestHeaders(h *extprocv3.HttpHeaders, _ *corev3.Metadata) []*extprocv3.ProcessingResponse {
+	x.headers = extproc.HeaderMap(h.GetHeaders())
+	whole, replies := x.held.Headers(h)
+	if whole {
+		return x.s.route(x.srv, x)
 	}
-	return extproc.Send(srv, replies)
+	return replies
 }
+
+func (x *hubExchange) RequestBody(b *extprocv3.HttpBody) []*extprocv3.ProcessingResponse {
+	whole, tooLarge := x.held.Body(b, x.s.Hub.opts.MaxBodyBytes)
+	if tooLarge != nil {
+		x.done = true
+		return []*extprocv3.ProcessingResponse{extproc.Immediate("global", tooLarge)}
+	}
+	if c := b.GetBody(); len(c) > 0 {
+		x.chunks = append(x.chunks, c)
+	}
+	if whole {
+		return x.s.route(x.srv, x)
+	}
+	return nil
+}
+
+func (x *hubExchange) ResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if b.GetEndOfStream() {
+		x.s.end(x, true)
+	}
+	if x.responseChunked {
+		return extproc.ResponseBody()
+	}
+	return extproc.ResponseChunk(b.GetBody(), b.GetEndOfStream())
+}
+
+func (x *hubExchange) ResponseTrailers() { x.s.end(x, true) }
 
 // route picks a member for the held request and returns the request path's
 // replies, or an immediate 503.
@@ -162,7 +158,9 @@ func upstreamOf(attrs map[string]*structpb.Struct) (address string, attempts int
 	return address, int(fields[wire.AttributeUpstreamAttempts].GetNumberValue())
 }
 
-func (s *ExtProc) responseHeaders(x *hubExchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *hubExchange) ResponseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*structpb.Struct) *extprocv3.ProcessingResponse {
+	s := x.s
+	s.creditServer(x, attrs)
 	x.status, _ = strconv.Atoi(extproc.HeaderMap(h.GetHeaders())[wire.HeaderStatus])
 	x.responded = true
 	if d := x.decision; d != nil && !x.done && x.status < 500 {
