@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/config/configtest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
-	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
@@ -18,18 +18,12 @@ var t0 = time.Unix(1000, 0)
 
 func newDirector(t testing.TB, cfg string, n int, opts director.Options) *director.Director {
 	t.Helper()
-	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for i := range n {
 		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), Port: 8000,
 			Labels: map[string]string{"idx": fmt.Sprint(i)}})
 	}
-	store.SetEndpoints(eps)
-	d, err := config.NewDirector(store, cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return configtest.Director(t, cfg, opts, eps...)
 }
 
 func keys(d *director.Director) []string {

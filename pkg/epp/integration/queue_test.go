@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/config/configtest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
-	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/telemetry"
 	"github.com/igw-dev/igw/pkg/sim"
@@ -31,17 +31,12 @@ const trustTestHeaders = "\ntrust: {debugHeader: true, priorityHeader: true}\n"
 
 func pickerOver(t *testing.T, cfg string, procs ...*simproc.Proc) (*director.Director, *telemetry.Scraper) {
 	t.Helper()
-	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for _, p := range procs {
 		eps = append(eps, endpoint(p))
 	}
-	store.SetEndpoints(eps)
-	d, err := config.NewDirector(store, cmp.Or(cfg, config.Default)+trustTestHeaders, director.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, &telemetry.Scraper{Sink: d, Poll: telemetry.Poll{Store: store, Interval: time.Second, Timeout: 2 * time.Second}}
+	d := configtest.Director(t, cmp.Or(cfg, config.Default)+trustTestHeaders, director.Options{}, eps...)
+	return d, &telemetry.Scraper{Sink: d, Poll: telemetry.Poll{Store: d.Store(), Interval: time.Second, Timeout: 2 * time.Second}}
 }
 
 func scrapeAll(t *testing.T, d *director.Director, s *telemetry.Scraper) {

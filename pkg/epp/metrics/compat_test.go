@@ -10,9 +10,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/config/configtest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
-	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
 	"github.com/igw-dev/igw/pkg/epp/server"
 	"github.com/igw-dev/igw/pkg/extproctest"
@@ -23,14 +23,9 @@ import (
 // endpoints that report it.
 func picker(t *testing.T) (*metrics.Metrics, *extproctest.Client, *datastore.Store) {
 	t.Helper()
-	store := datastore.NewStore(latency.DefaultPriors)
-	store.SetEndpoints([]datastore.Endpoint{
-		{Address: "10.0.0.1", Port: 8000}, {Address: "10.0.0.2", Port: 8000}, {Address: "10.0.0.2", Port: 8001},
-	})
-	d, err := config.NewDirector(store, config.Default, director.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := configtest.Director(t, config.Default, director.Options{},
+		datastore.Endpoint{Address: "10.0.0.1", Port: 8000}, datastore.Endpoint{Address: "10.0.0.2", Port: 8000}, datastore.Endpoint{Address: "10.0.0.2", Port: 8001})
+	store := d.Store()
 	now := time.Now()
 	for _, s := range []struct {
 		key     string

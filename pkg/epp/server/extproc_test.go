@@ -15,9 +15,9 @@ import (
 
 	"github.com/igw-dev/igw/pkg/cputime"
 	"github.com/igw-dev/igw/pkg/epp/config"
+	"github.com/igw-dev/igw/pkg/epp/config/configtest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
-	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/metrics"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/server"
@@ -39,18 +39,13 @@ func start(t testing.TB, n int, cfg string) *fixture {
 // startBehind is start with Envoy's ext_proc filter configured as envoy says.
 func startBehind(t testing.TB, n int, cfg string, envoy extproctest.Config) *fixture {
 	t.Helper()
-	store := datastore.NewStore(latency.DefaultPriors)
 	var eps []datastore.Endpoint
 	for i := range n {
 		eps = append(eps, datastore.Endpoint{Address: fmt.Sprintf("10.1.0.%d", i+1), Port: 8000})
 	}
-	store.SetEndpoints(eps)
-	d, err := config.NewDirector(store, cfg, director.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := configtest.Director(t, cfg, director.Options{}, eps...)
 	f := &fixture{d: d}
-	for _, st := range store.Endpoints(nil) {
+	for _, st := range d.Store().Endpoints(nil) {
 		f.keys = append(f.keys, st.Key())
 	}
 	now := time.Now()
