@@ -49,25 +49,20 @@ var globalStatusAccess = statusAccess[*igwv1.GlobalInferenceGateway, igwv1.Globa
 	warn:       []string{igwv1.ConditionReady},
 }
 
-// Reconcile renders, applies and reports one GlobalInferenceGateway, in the
-// frame every reconciler shares (statusAccess.reconcile): one already deleted
-// gets no new children (they name it as their controller, so the garbage
-// collector deletes them with it), and the status is written on every path.
+// Reconcile renders, applies and reports one GlobalInferenceGateway
+// (reconcileOwner). One already deleted gets no new children: they name it
+// as their controller, so the garbage collector deletes them with it. While
+// its picker runs, the members' state in the status is refreshed.
 func (r *GlobalInferenceGatewayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	gig := &igwv1.GlobalInferenceGateway{}
-	var o globalObservation
-	return globalStatusAccess.reconcile(ctx, &r.Common, r.watches, req.NamespacedName, gig, reconcileSteps[igwv1.GlobalInferenceGatewayStatus]{
-		run: func() error { return r.reconcile(ctx, gig, &o) },
-		status: func(err error) (igwv1.GlobalInferenceGatewayStatus, bool) {
-			return globalStatus(gig, o, err), o.Refs.ok()
-		},
-		written: func(res *ctrl.Result) {
+	return reconcileOwner(ctx, &r.Common, r.watches, req.NamespacedName, &igwv1.GlobalInferenceGateway{}, globalStatusAccess, r.reconcile, globalStatus,
+		ownerHooks[*igwv1.GlobalInferenceGateway, globalObservation]{written: func(_ *igwv1.GlobalInferenceGateway, o *globalObservation, res *ctrl.Result) {
 			if res.RequeueAfter == 0 && o.Picker != nil && o.Picker.Status.AvailableReplicas > 0 {
 				res.RequeueAfter = globalStatusRefresh
 			}
-		},
-	})
+		}})
 }
+
+func (o *globalObservation) refsResolved() bool { return o.Refs.ok() }
 
 func (r *GlobalInferenceGatewayReconciler) reconcile(ctx context.Context, gig *igwv1.GlobalInferenceGateway, o *globalObservation) error {
 	ns := gig.Spec.Namespace

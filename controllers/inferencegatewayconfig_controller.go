@@ -74,26 +74,23 @@ var configStatusAccess = statusAccess[*igwv1.InferenceGatewayConfig, igwv1.Infer
 	warn:       []string{igwv1.ConditionReady},
 }
 
-// Reconcile renders, applies and reports one InferenceGatewayConfig, in the
-// frame every reconciler shares (statusAccess.reconcile). A config that is
-// gone has what is left of its children beside a Gateway deleted; one being
-// deleted is reconciled too, to clean up beside the Gateway before its
-// finalizer goes.
+// Reconcile renders, applies and reports one InferenceGatewayConfig
+// (reconcileOwner). A config that is gone has what is left of its children
+// beside a Gateway deleted; one being deleted is reconciled, to clean up
+// beside the Gateway before its finalizer goes; a written status whose
+// extension-hook wait runs requeues for the wait's end.
 func (r *InferenceGatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	cfg := &igwv1.InferenceGatewayConfig{}
-	var o configObservation
-	return configStatusAccess.reconcile(ctx, &r.Common, r.watches, req.NamespacedName, cfg, reconcileSteps[igwv1.InferenceGatewayConfigStatus]{
-		gone:        func() error { return r.deleteOrphans(ctx, req.Namespace, render.LabelValue(req.Name)) },
-		runDeleting: true,
-		run:         func() error { return r.reconcile(ctx, cfg, &o) },
-		status: func(err error) (igwv1.InferenceGatewayConfigStatus, bool) {
-			return configStatus(cfg, o, err), o.Refs.ok()
-		},
-		written: func(res *ctrl.Result) {
-			res.RequeueAfter = earliest(res.RequeueAfter, hookRequeue(cfg.Status.Conditions, time.Now(), r.HookBound))
-		},
-	})
+	return reconcileOwner(ctx, &r.Common, r.watches, req.NamespacedName, &igwv1.InferenceGatewayConfig{}, configStatusAccess, r.reconcile, configStatus,
+		ownerHooks[*igwv1.InferenceGatewayConfig, configObservation]{
+			gone:        func() error { return r.deleteOrphans(ctx, req.Namespace, render.LabelValue(req.Name)) },
+			runDeleting: true,
+			written: func(cfg *igwv1.InferenceGatewayConfig, _ *configObservation, res *ctrl.Result) {
+				res.RequeueAfter = earliest(res.RequeueAfter, hookRequeue(cfg.Status.Conditions, time.Now(), r.HookBound))
+			},
+		})
 }
+
+func (o *configObservation) refsResolved() bool { return o.Refs.ok() }
 
 func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *igwv1.InferenceGatewayConfig, o *configObservation) error {
 	if cfg.DeletionTimestamp != nil {

@@ -64,19 +64,14 @@ var routeStatusAccess = statusAccess[*igwv1.ModelRoute, igwv1.ModelRouteStatus]{
 	warn:       []string{igwv1.ConditionResolvedRefs, igwv1.ConditionReady},
 }
 
-// Reconcile renders, applies and reports one ModelRoute, in the frame every
-// reconciler shares (statusAccess.reconcile): a route already deleted gets no
-// new children, and the status is written on every path.
+// Reconcile renders, applies and reports one ModelRoute (reconcileOwner): a
+// route already deleted gets no new children.
 func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	mr := &igwv1.ModelRoute{}
-	var o routeObservation
-	return routeStatusAccess.reconcile(ctx, &r.Common, r.watches, req.NamespacedName, mr, reconcileSteps[igwv1.ModelRouteStatus]{
-		run: func() error { return r.reconcile(ctx, mr, &o) },
-		status: func(err error) (igwv1.ModelRouteStatus, bool) {
-			return routeStatus(mr, o, err), o.Refs.ok()
-		},
-	})
+	return reconcileOwner(ctx, &r.Common, r.watches, req.NamespacedName, &igwv1.ModelRoute{}, routeStatusAccess, r.reconcile, routeStatus,
+		ownerHooks[*igwv1.ModelRoute, routeObservation]{})
 }
+
+func (o *routeObservation) refsResolved() bool { return o.Refs.ok() }
 
 func (r *ModelRouteReconciler) reconcile(ctx context.Context, mr *igwv1.ModelRoute, o *routeObservation) error {
 	pool, err := observePool(ctx, r.Client, mr)

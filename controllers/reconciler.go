@@ -75,51 +75,59 @@ func (a statusAccess[O, S]) end(ctx context.Context, c *Common, obj O, prev, nex
 	return ctrl.Result{RequeueAfter: requeueWhileMissing}, true, nil
 }
 
-// reconcileSteps are what one kind's reconcile does inside the frame that
-// statusAccess.reconcile gives every reconciler.
-type reconcileSteps[S any] struct {
-	// gone runs when the object no longer exists (nil: nothing to do).
-	gone func() error
-	// runDeleting runs an object being deleted too; otherwise its children
-	// are left to the garbage collector through their owner references.
-	runDeleting bool
-	// run renders, applies and observes.
-	run func() error
-	// status is the status for run's error and whether the references resolved.
-	status func(err error) (next S, refsOK bool)
-	// written, when set, adjusts the result once the status was written and
-	// no error is left.
-	written func(res *ctrl.Result)
+// observation is what one reconcile of an owner observed, for its pure
+// status function; refsResolved says whether its references resolved.
+type observation[Obs any] interface {
+	*Obs
+	refsResolved() bool
 }
 
-// reconcile is the frame of every reconciler: the watches on kinds served
+// ownerHooks are what a kind's reconcile adds to the frame of reconcileOwner.
+type ownerHooks[O any, Obs any] struct {
+	// gone runs when the owner no longer exists (nil: nothing to do).
+	gone func() error
+	// runDeleting reconciles an owner being deleted too; otherwise its
+	// children are left to the garbage collector through their owner
+	// references.
+	runDeleting bool
+	// written, when set, adjusts the result once the status was written and
+	// no error is left.
+	written func(O, *Obs, *ctrl.Result)
+}
+
+// reconcileOwner is the frame of every reconciler: the watches on kinds served
 // since the last reconcile, obj read from the API server rather than the cache
 // (a cached copy can predate a deletion whose cleanup already ran, and applying
-// from it would leave children that nothing deletes), and the status written
-// on every path, errors included, by one deferred end.
-func (a statusAccess[O, S]) reconcile(ctx context.Context, c *Common, w *lazyWatches, key types.NamespacedName, obj O, steps reconcileSteps[S]) (res ctrl.Result, err error) {
+// from it would leave children that nothing deletes), run, and the status of
+// what run observed written on every path, errors included, by one deferred
+// end.
+func reconcileOwner[O interface {
+	client.Object
+	DeepCopy() O
+}, S, Obs any, PObs observation[Obs]](ctx context.Context, c *Common, w *lazyWatches, key types.NamespacedName, obj O,
+	a statusAccess[O, S], run func(context.Context, O, *Obs) error, status func(O, Obs, error) S, hooks ownerHooks[O, Obs]) (res ctrl.Result, err error) {
 	if err := w.ensure(); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := c.APIReader.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) && steps.gone != nil {
-			return ctrl.Result{}, steps.gone()
+		if apierrors.IsNotFound(err) && hooks.gone != nil {
+			return ctrl.Result{}, hooks.gone()
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if obj.GetDeletionTimestamp() != nil && !steps.runDeleting {
+	if obj.GetDeletionTimestamp() != nil && !hooks.runDeleting {
 		return ctrl.Result{}, nil
 	}
 	prev := *a.of(obj.DeepCopy())
+	var o Obs
 	defer func() {
-		next, refsOK := steps.status(err)
 		var wrote bool
-		res, wrote, err = a.end(ctx, c, obj, prev, next, refsOK, err)
-		if wrote && err == nil && steps.written != nil {
-			steps.written(&res)
+		res, wrote, err = a.end(ctx, c, obj, prev, status(obj, o, err), PObs(&o).refsResolved(), err)
+		if wrote && err == nil && hooks.written != nil {
+			hooks.written(obj, &o, &res)
 		}
 	}()
-	return ctrl.Result{}, steps.run()
+	return ctrl.Result{}, run(ctx, obj, &o)
 }
 
 // getIfExists reads key into obj; found is false when it does not exist.
