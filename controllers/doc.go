@@ -1,10 +1,10 @@
 // Package controllers holds igw's reconcilers, one per kind. Rendering of child
 // objects is kept in pure functions (package render); the reconcilers apply,
 // own and report. Each reconcile records what it observed and did, and a pure
-// status function (routeStatus, configStatus) turns that and the reconcile's
-// error into the status, which is written on every path: a failure shows in a
-// condition as well as in the backoff. Condition types and reasons live in
-// api/v1alpha1.
+// status function (routeStatus, configStatus, globalStatus) turns that and the
+// reconcile's error into the status, which is written on every path: a failure
+// shows in a condition as well as in the backoff. One frame, reconcileOwner,
+// does this for every kind. Condition types and reasons live in api/v1alpha1.
 package controllers
 
 // The manager reads its own kinds, writes their status, and keeps a finalizer on
