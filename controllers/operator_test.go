@@ -524,8 +524,11 @@ var _ = Describe("Conditions a person can act on", Ordered, func() {
 			return epp.Data[render.EPPConfigKey]
 		}
 		Eventually(eppConfig, eventually, poll).Should(ContainSubstring("admission:\n  slo:\n    tpotSeconds: 0.05\n    ttftSeconds: 4\n"))
+		// The ConfigMap is applied before the Deployment: wait for both.
 		var before appsv1.Deployment
-		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: edge, Name: render.NamesForRoute("slo").EPP}, &before)).To(Succeed())
+		Eventually(func() error {
+			return k8s.Get(ctx, types.NamespacedName{Namespace: edge, Name: render.NamesForRoute("slo").EPP}, &before)
+		}, eventually, poll).Should(Succeed())
 
 		Eventually(func() error {
 			mr := getRoute(edge, "slo")
