@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/igw-dev/igw/internal/command"
+	"github.com/igw-dev/igw/internal/logging/kubelog"
 )
 
 // Main runs the gateway's command line args (without the program name) until
@@ -29,6 +30,13 @@ func Main(ctx context.Context, name string, args []string, reg *Registry, stdout
 				return err
 			}
 			return o.Validate()
+		},
+		// A pool that follows an InferencePool reads it with client-go and
+		// controller-runtime: their logs join the gateway's JSON log.
+		Logs: func(log *slog.Logger) {
+			if o.Resolved.discovers() {
+				kubelog.RouteSlog(log)
+			}
 		},
 		Build: func(log *slog.Logger) (command.Process, error) {
 			setMemoryLimit(o.MaxBufferedBytes, log)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/igw-dev/igw/pkg/bbr"
+	"github.com/igw-dev/igw/pkg/epp/source"
 )
 
 // Config is the gateway's model map: which pool of endpoints serves which
@@ -21,6 +22,8 @@ import (
 //	  models: [llama-3.1-8b]             # served names (the body's "model")
 //	  adapters: {sql-lora: llama-3.1-8b} # LoRA adapter → base model (one of models)
 //	  endpointsFile: llama-endpoints.yaml  # the EPP's endpoints file; relative to this file
+//	  # or, instead of endpointsFile, the ready Pods of an InferencePool (--kubeconfig or in-cluster):
+//	  # inferencePool: {namespace: inference, name: llama-pool}
 //	  eppConfig: llama-epp.yaml          # optional EPP configuration (default: the built-in)
 //	  policy: igw                        # optional; default: --policy
 type Config struct {
@@ -32,9 +35,19 @@ type PoolConfig struct {
 	Name          string            `json:"name"`
 	Models        []string          `json:"models,omitempty"`
 	Adapters      map[string]string `json:"adapters,omitempty"`
-	EndpointsFile string            `json:"endpointsFile"`
-	EPPConfig     string            `json:"eppConfig,omitempty"`
-	Policy        string            `json:"policy,omitempty"`
+	EndpointsFile string            `json:"endpointsFile,omitempty"`
+	// InferencePool, instead of EndpointsFile, takes the endpoints from a
+	// cluster: the pool's ready Pods, followed as they change.
+	InferencePool *PoolRef `json:"inferencePool,omitempty"`
+	EPPConfig     string   `json:"eppConfig,omitempty"`
+	Policy        string   `json:"policy,omitempty"`
+}
+
+// PoolRef names an InferencePool; without a namespace, the gateway's own
+// ($POD_NAMESPACE, else "default").
+type PoolRef struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
 // LoadConfig reads a gateway configuration file; relative paths in it are
@@ -53,6 +66,9 @@ func LoadConfig(path string) (*Config, error) {
 		p := &c.Pools[i]
 		p.EndpointsFile = resolve(dir, p.EndpointsFile)
 		p.EPPConfig = resolve(dir, p.EPPConfig)
+		if p.InferencePool != nil {
+			p.InferencePool.Namespace = source.PoolNamespace(p.InferencePool.Namespace)
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -93,8 +109,11 @@ func (c *Config) Validate() error {
 			bad("pools[%d]: name %q is used twice", i, p.Name)
 		}
 		pools[p.Name] = true
-		if p.EndpointsFile == "" {
-			bad("pool %q: endpointsFile is required", p.Name)
+		switch {
+		case (p.EndpointsFile == "") == (p.InferencePool == nil):
+			bad("pool %q: exactly one of endpointsFile and inferencePool is required", p.Name)
+		case p.InferencePool != nil && p.InferencePool.Name == "":
+			bad("pool %q: inferencePool.name is required", p.Name)
 		}
 		if len(p.Models) == 0 && (len(c.Pools) > 1 || len(p.Adapters) > 0) {
 			bad("pool %q: models is required when there are several pools or adapters", p.Name)
@@ -110,6 +129,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// discovers reports whether some pool follows an InferencePool, so the
+// gateway needs the API server.
+func (c *Config) discovers() bool {
+	return slices.ContainsFunc(c.Pools, func(p PoolConfig) bool { return p.InferencePool != nil })
 }
 
 // adapterMap is every pool's adapter → base model mapping, for the body-based router.

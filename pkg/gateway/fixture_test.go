@@ -46,8 +46,19 @@ type upstream struct {
 
 func startUpstream(t *testing.T, name string) *upstream {
 	t.Helper()
+	return startUpstreamAt(t, name, "127.0.0.1:0")
+}
+
+// startUpstreamAt is an upstream listening on addr (ip:port).
+func startUpstreamAt(t *testing.T, name, addr string) *upstream {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	u := &upstream{name: name}
-	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.Server = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(u.serve)}}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }

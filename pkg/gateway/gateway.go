@@ -1,7 +1,8 @@
 // Package gateway is igw's standalone gateway: one process that serves the
 // OpenAI API and runs the body-based router and the endpoint picker in
-// process over endpoints from files, proxying each request to the endpoint
-// picked. It is the way to try igw without a cluster and the gateway of live
+// process over endpoints from files or an InferencePool's ready Pods (read
+// through the API server, the last view kept while it is unreachable),
+// proxying each request to the endpoint picked. It is the way to try igw without a cluster and the gateway of live
 // benchmarks (cmd/igw-bench-gateway registers the benchmark's baselines as
 // policies besides igw; see Registry); in a cluster, Envoy Gateway plays this
 // part and the BBR and EPP run as ext_proc servers.
@@ -35,9 +36,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/bbr"
+	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/requestbody"
@@ -85,8 +89,15 @@ func New(o *Options, log *slog.Logger) (*Gateway, error) {
 	g.group.Host = o.BindAddress
 	g.parsers.New = func() any { return new(requestbody.Parser) }
 	g.bbr.SetAdapters(o.Resolved.adapterMap())
+	var kube *rest.Config
+	if o.Resolved.discovers() {
+		var err error
+		if kube, err = source.RESTConfig(o.Kubeconfig); err != nil {
+			return nil, err
+		}
+	}
 	for _, pc := range o.Resolved.Pools {
-		p, err := newPool(pc, o, g.clock, log)
+		p, err := newPool(pc, o, g.clock, kube, log)
 		if err != nil {
 			return nil, err
 		}

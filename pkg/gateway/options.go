@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -47,9 +48,15 @@ type Options struct {
 	AllowDebugHeader bool
 
 	// ConfigFile maps models to pools (Config). Without it, one pool comes
-	// from EndpointsFile, ServedModelNames, Adapters and EPPConfig.
-	ConfigFile       string
-	EndpointsFile    string
+	// from EndpointsFile (or the InferencePool PoolNamespace/PoolName),
+	// ServedModelNames, Adapters and EPPConfig.
+	ConfigFile    string
+	EndpointsFile string
+	PoolNamespace string
+	PoolName      string
+	// Kubeconfig reaches the API server of pools that follow an
+	// InferencePool (empty: in-cluster).
+	Kubeconfig       string
 	ServedModelNames []string
 	// Adapters are "adapter=base-model" pairs.
 	Adapters  []string
@@ -142,6 +149,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowDebugHeader, "allow-debug-header", o.AllowDebugHeader, "Answer x-igw-debug: 1 from trusted clients (--trusted-cidrs) with the pick's x-igw-score-breakdown.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Gateway configuration (YAML): pools of endpoints and the models and adapters each serves.")
 	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile, "Without --config: the one pool's endpoints (the EPP's YAML list of {address, port, labels}); reloaded on change.")
+	fs.StringVar(&o.PoolName, "pool-name", o.PoolName, "Without --config, instead of --endpoints-file: the InferencePool whose ready Pods are the one pool's endpoints, followed through the API server; the last endpoints seen keep serving while the API server is unreachable.")
+	fs.StringVar(&o.PoolNamespace, "pool-namespace", o.PoolNamespace, "Namespace of --pool-name (default: $POD_NAMESPACE, else \"default\").")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server that pools following an InferencePool read (default: in-cluster, the pod's service account).")
 	fs.StringSliceVar(&o.ServedModelNames, "served-model-name", o.ServedModelNames, "Without --config: model names the pool serves (empty: every model).")
 	fs.StringSliceVar(&o.Adapters, "adapter", o.Adapters, "Without --config: LoRA adapters the pool serves, as adapter=base-model.")
 	fs.StringVar(&o.EPPConfig, "epp-config", o.EPPConfig, "Without --config: the pool's EPP scheduling configuration (default: the built-in); reloaded on change.")
@@ -184,6 +194,9 @@ func (o *Options) Complete() error {
 		return nil
 	}
 	pc := PoolConfig{Name: "default", Models: o.ServedModelNames, EndpointsFile: o.EndpointsFile, EPPConfig: o.EPPConfig}
+	if o.PoolName != "" {
+		pc.InferencePool = &PoolRef{Namespace: source.PoolNamespace(o.PoolNamespace), Name: o.PoolName}
+	}
 	for _, a := range o.Adapters {
 		name, base, ok := strings.Cut(a, "=")
 		if !ok || name == "" || base == "" {
@@ -202,11 +215,11 @@ func (o *Options) Complete() error {
 func (o *Options) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if (o.ConfigFile == "") == (o.EndpointsFile == "") {
-		bad("exactly one of --config and --endpoints-file is required")
+	if n := countSet(o.ConfigFile, o.EndpointsFile, o.PoolName); n != 1 {
+		bad("exactly one of --config, --endpoints-file and --pool-name is required")
 	}
-	if o.ConfigFile != "" && (len(o.ServedModelNames) > 0 || len(o.Adapters) > 0 || o.EPPConfig != "") {
-		bad("--served-model-name, --adapter and --epp-config describe the pool of --endpoints-file; with --config, set them in the file")
+	if o.ConfigFile != "" && (len(o.ServedModelNames) > 0 || len(o.Adapters) > 0 || o.EPPConfig != "" || o.PoolNamespace != "") {
+		bad("--served-model-name, --adapter, --epp-config and --pool-namespace describe the pool of --endpoints-file or --pool-name; with --config, set them in the file")
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		bad("--port %d is out of range", o.Port)
@@ -266,6 +279,16 @@ func (o *Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func countSet(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // parseTrusted reads --trusted-cidrs: prefixes, or bare addresses standing

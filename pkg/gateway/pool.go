@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -26,11 +28,14 @@ type pool struct {
 	store  *datastore.Store
 	picker Picker
 	// now is the gateway's clock, which the picker's reports carry.
-	now     func() time.Time
-	file    *source.File
-	watcher *config.Watcher // igw with an eppConfig file
-	scraper *telemetry.Scraper
-	lister  *telemetry.ModelLister // igw: which endpoints serve which adapters
+	now func() time.Time
+	// runSource keeps the store's endpoints current (an endpoints file, or
+	// an InferencePool's Pods); sourceSynced reports its first full view.
+	runSource    func(ctx context.Context)
+	sourceSynced func() bool
+	watcher      *config.Watcher // igw with an eppConfig file
+	scraper      *telemetry.Scraper
+	lister       *telemetry.ModelLister // igw: which endpoints serve which adapters
 
 	// ends counts the requests that ended and failed, for the member
 	// summary's error rate (nil when the summary is off).
@@ -42,15 +47,31 @@ type pool struct {
 	scraped   map[string]time.Time
 }
 
-func newPool(pc PoolConfig, o *Options, c clock, log *slog.Logger) (*pool, error) {
+// newPool builds a pool; kube reaches the API server when the pool follows
+// an InferencePool.
+func newPool(pc PoolConfig, o *Options, c clock, kube *rest.Config, log *slog.Logger) (*pool, error) {
 	p := &pool{cfg: pc, policy: pc.Policy, store: datastore.NewStore(latency.DefaultPriors), now: c.Now}
 	if p.policy == "" {
 		p.policy = o.Policy
 	}
 	log = log.With("pool", pc.Name)
-	p.file = &source.File{Path: pc.EndpointsFile, Interval: o.ConfigPollInterval, Store: p.store, Log: log}
-	if err := p.file.Load(); err != nil {
-		return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
+	if ref := pc.InferencePool; ref != nil {
+		// The informers' cache outlives an unreachable API server: the
+		// endpoints last seen keep serving until it answers again.
+		k := &source.Kube{Config: kube, Namespace: ref.Namespace, PoolName: ref.Name, Store: p.store, Log: log}
+		p.runSource = func(ctx context.Context) {
+			if err := k.Run(ctx); err != nil {
+				log.Error("InferencePool endpoint source stopped", "inferencePool", ref.Namespace+"/"+ref.Name, "error", err)
+			}
+		}
+		p.sourceSynced = k.Synced
+	} else {
+		f := &source.File{Path: pc.EndpointsFile, Interval: o.ConfigPollInterval, Store: p.store, Log: log}
+		if err := f.Load(); err != nil {
+			return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
+		}
+		p.runSource = f.Run
+		p.sourceSynced = func() bool { return true }
 	}
 	telemetryWanted := true
 	if p.policy == PolicyIGW {
@@ -105,7 +126,7 @@ func (p *pool) run(ctx context.Context) {
 		n++
 		go func() { f(); done <- struct{}{} }()
 	}
-	spawn(func() { p.file.Run(ctx) })
+	spawn(func() { p.runSource(ctx) })
 	if p.watcher != nil {
 		spawn(func() { p.watcher.Run(ctx) })
 	}
@@ -121,15 +142,20 @@ func (p *pool) run(ctx context.Context) {
 }
 
 // ready reports how many of the pool's endpoints are live and whether its
-// EPP configuration (when it has a file) is loaded, with the detail.
+// endpoint source has delivered its first view and its EPP configuration
+// (when it has a file) is loaded, with the detail.
 func (p *pool) ready(window time.Duration) (live int, configured bool, detail map[string]any) {
 	live = p.liveEndpoints(window)
+	configured = p.sourceSynced()
 	detail = map[string]any{"endpoints": p.store.Len(), "live": live, "policy": p.policy}
-	configured = true
+	if p.cfg.InferencePool != nil {
+		detail["inferencePool"] = p.cfg.InferencePool.Namespace + "/" + p.cfg.InferencePool.Name
+		detail["synced"] = configured
+	}
 	if p.watcher != nil {
 		st := p.watcher.Status()
 		detail["config"] = st
-		configured = st.Loaded
+		configured = configured && st.Loaded
 	}
 	return live, configured, detail
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servingtls"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -154,12 +155,7 @@ func (o *Options) ports() serve.ExtProcPorts {
 
 // Complete fills defaults that depend on other options or the environment.
 func (o *Options) Complete() {
-	if o.PoolNamespace == "" {
-		o.PoolNamespace = os.Getenv("POD_NAMESPACE")
-	}
-	if o.PoolNamespace == "" {
-		o.PoolNamespace = "default"
-	}
+	o.PoolNamespace = source.PoolNamespace(o.PoolNamespace)
 	if o.ScrapeTimeout <= 0 {
 		o.ScrapeTimeout = o.ScrapeInterval
 	}

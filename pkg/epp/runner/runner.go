@@ -15,8 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servingtls"
@@ -117,7 +115,7 @@ func New(o *options.Options, log *slog.Logger) (*Runner, error) {
 		r.sourceReady = func() bool { return true }
 		r.runSource = func(ctx context.Context) error { f.Run(ctx); return nil }
 	} else {
-		cfg, err := kubeConfig(o.Kubeconfig)
+		cfg, err := source.RESTConfig(o.Kubeconfig)
 		if err != nil {
 			return nil, err
 		}
@@ -163,17 +161,6 @@ func (r *Runner) newSummary() error {
 	mux.Handle(wire.GlobalSummaryPath, h)
 	r.summary, r.summaryTokens = mux, tokens
 	return nil
-}
-
-func kubeConfig(path string) (*rest.Config, error) {
-	if path != "" {
-		return clientcmd.BuildConfigFromFlags("", path)
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-	}
-	return cfg, nil
 }
 
 // Addr returns the address a server listens on once Run started it:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -32,6 +34,26 @@ type Kube struct {
 	Log       *slog.Logger
 
 	synced atomic.Bool
+}
+
+// RESTConfig reaches the API server with a kubeconfig file, or, without
+// one, as the pod's own service account (in-cluster).
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+// PoolNamespace is the namespace of a pool named without one: ns when set,
+// else the pod's own ($POD_NAMESPACE, which the operator's Deployments set),
+// else "default".
+func PoolNamespace(ns string) string {
+	return cmp.Or(ns, os.Getenv("POD_NAMESPACE"), "default")
 }
 
 // Synced reports whether the first full view of the pool was applied.

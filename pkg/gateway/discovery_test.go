@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/igw-dev/igw/internal/logging/kubelog"
+	"github.com/igw-dev/igw/internal/testenv"
+	"github.com/igw-dev/igw/internal/testenv/fixtures"
+	"github.com/igw-dev/igw/pkg/epp/source"
+)
+
+// TestEndpointsFromAnInferencePool runs the gateway in discovery mode
+// against a real API server: the pool's ready Pods are its endpoints (each
+// a loopback address where a model server listens), a Pod that stops being
+// ready leaves, and with the API server stopped the gateway goes on serving
+// the endpoints it last saw, then follows the pool again once it is back.
+func TestEndpointsFromAnInferencePool(t *testing.T) {
+	env := testenv.StartFor(t, "the gateway follows an InferencePool through the API server",
+		testenv.Options{ExtraCRDDirs: []string{"config/crd/external/inference-extension"}})
+	scheme, err := source.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// client-go's and controller-runtime's logs (the informers' retries while
+	// the API server is down) are expected here.
+	kubelog.RouteSlog(discardLog())
+	ctx := context.Background()
+	const ns = "discovery"
+	mustSucceed(t, fixtures.Namespace(ctx, c, ns))
+
+	// Both model servers listen on the pool's one target port, each on its Pod's IP.
+	a := startUpstreamAt(t, "a", "127.0.0.41:0")
+	_, port, _ := net.SplitHostPort(a.Listener.Addr().String())
+	b := startUpstreamAt(t, "b", "127.0.0.42:"+port)
+	for _, u := range []*upstream{a, b} {
+		u.metrics = "vllm:num_requests_waiting{model_name=\"m\"} 0\nvllm:num_requests_running{model_name=\"m\"} 0\n"
+	}
+	targetPort, _ := strconv.Atoi(port)
+	mustSucceed(t, c.Create(ctx, &infv1.InferencePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"},
+		Spec: infv1.InferencePoolSpec{
+			Selector:          infv1.LabelSelector{MatchLabels: map[infv1.LabelKey]infv1.LabelValue{"app": "m"}},
+			TargetPorts:       []infv1.Port{{Number: infv1.PortNumber(targetPort)}},
+			EndpointPickerRef: &infv1.EndpointPickerRef{Name: "epp", Port: &infv1.Port{Number: 9002}},
+		}}))
+	for _, p := range []struct{ name, ip string }{{"a", "127.0.0.41"}, {"b", "127.0.0.42"}} {
+		_, err := fixtures.ModelPod(ctx, c, ns, p.name, map[string]string{"app": "m"}, "")
+		mustSucceed(t, err)
+		mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, p.name, p.ip))
+	}
+	// A Pod of another app is not the pool's.
+	_, err = fixtures.ModelPod(ctx, c, ns, "other", map[string]string{"app": "other"}, "")
+	mustSucceed(t, err)
+	mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, "other", "127.0.0.43"))
+
+	g := startGateway(t, "--kubeconfig", env.KubeconfigPath, "--pool-namespace", ns, "--pool-name", "pool", "--served-model-name", "m")
+	// served is who answered n requests.
+	served := func(n int) map[string]int {
+		out := map[string]int{}
+		for range n {
+			r := post(t, g, "/v1/completions", completion)
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			out[r.header.Get("x-upstream")]++
+		}
+		return out
+	}
+	waitFor(t, "the gateway ready with both Pods", func() bool {
+		ok, _ := g.Ready()
+		return ok && g.pools[0].store.Len() == 2
+	})
+	if got := served(20); got["a"] == 0 || got["b"] == 0 || len(got) != 2 {
+		t.Errorf("with both Pods ready: served by %v, want a and b", got)
+	}
+
+	mustSucceed(t, fixtures.SetPodNotReady(ctx, c, ns, "b"))
+	waitFor(t, "b out of the pool", func() bool { return g.pools[0].store.Len() == 1 })
+	if got := served(10); got["a"] != 10 {
+		t.Errorf("with b not ready: served by %v, want a alone", got)
+	}
+
+	mustSucceed(t, env.StopAPIServer())
+	// Longer than the informers' first retries: what the gateway knew still serves.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := served(5); got["a"] != 5 {
+			t.Fatalf("with the API server down: served by %v, want a alone", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ok, detail := g.Ready(); !ok {
+		t.Errorf("with the API server down the gateway is not ready: %v", detail)
+	}
+
+	mustSucceed(t, env.StartAPIServer())
+	mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, "b", "127.0.0.42"))
+	// The informers' relist backs off while the API server was down: up to
+	// tens of seconds on a loaded machine.
+	for deadline := time.Now().Add(60 * time.Second); g.pools[0].store.Len() != 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("b did not rejoin the pool within 60 s of the API server's return")
+		}
+	}
+	if got := served(20); got["b"] == 0 {
+		t.Errorf("with b ready again: served by %v, want b among them", got)
+	}
+}
+
+// TestDiscoveryFlags: a pool comes from exactly one of --config,
+// --endpoints-file and --pool-name, and its namespace defaults to the pod's.
+func TestDiscoveryFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "inference")
+	o := NewOptions()
+	o.PoolName = "llama-pool"
+	mustSucceed(t, o.Complete())
+	mustSucceed(t, o.Validate())
+	if ref := o.Resolved.Pools[0].InferencePool; ref == nil || *ref != (PoolRef{Namespace: "inference", Name: "llama-pool"}) {
+		t.Errorf("--pool-name llama-pool: pool %+v, want inference/llama-pool", ref)
+	}
+	o = NewOptions()
+	o.PoolName, o.EndpointsFile = "llama-pool", "endpoints.yaml"
+	mustSucceed(t, o.Complete())
+	if err := o.Validate(); err == nil {
+		t.Error("--pool-name with --endpoints-file: accepted")
+	}
+	for _, pc := range []PoolConfig{{Name: "p"}, {Name: "p", EndpointsFile: "e.yaml", InferencePool: &PoolRef{Name: "x"}}, {Name: "p", InferencePool: &PoolRef{}}} {
+		if err := (&Config{Pools: []PoolConfig{pc}}).Validate(); err == nil {
+			t.Errorf("pool %+v: accepted", pc)
+		}
+	}
+}
+
+func mustSucceed(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
