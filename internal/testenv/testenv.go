@@ -108,7 +108,11 @@ func Start(opts Options) (*Env, error) {
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: startTimeout,
 		ControlPlaneStopTimeout:  stopGrace,
-		ControlPlane:             envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: apiCerts}},
+		// etcd's data lives in a directory of ours for the same reason:
+		// envtest removes the one it allocates when etcd stops, so a
+		// restarted control plane would come back empty.
+		ControlPlane: envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: apiCerts},
+			Etcd: &envtest.Etcd{DataDir: filepath.Join(tmp, "etcd")}},
 	}}
 	cfg, err := e.env.Start()
 	if err != nil {
@@ -214,6 +218,23 @@ func (e *Env) StopAPIServer() error {
 // address with the same certificates and data, and waits until it is healthy.
 func (e *Env) StartAPIServer() error {
 	return e.env.ControlPlane.APIServer.Start()
+}
+
+// StopControlPlane stops the API server and then etcd, keeping etcd's data,
+// as in the loss of a cluster's whole control plane; StartControlPlane
+// brings it back.
+func (e *Env) StopControlPlane() error {
+	return errors.Join(e.StopAPIServer(), e.env.ControlPlane.Etcd.Stop())
+}
+
+// StartControlPlane starts etcd and the API server StopControlPlane stopped,
+// on the same addresses with the same data and certificates, and waits until
+// the API server is healthy.
+func (e *Env) StartControlPlane() error {
+	if err := e.env.ControlPlane.Etcd.Start(); err != nil {
+		return fmt.Errorf("restarting etcd: %w", err)
+	}
+	return e.StartAPIServer()
 }
 
 // Stop stops the control plane and removes its files.

@@ -53,11 +53,8 @@ type simulator struct {
 // startSimulator creates the Pod, starts modelsim on ip:port, and then plays
 // the kubelet: the Pod gets the IP and the Ready condition.
 func startSimulator(ns, pod string, podLabels map[string]string, ip string, port int, opts simproc.Options) *simulator {
-	_, err := fixtures.ModelPod(ctx, k8s, ns, pod, podLabels, "")
+	p, err := fixtures.SimulatorPod(ctx, GinkgoT(), k8s, ns, pod, podLabels, ip, port, opts)
 	Expect(err).NotTo(HaveOccurred())
-	opts.Host, opts.Port = ip, port
-	p := simproc.Start(GinkgoT(), opts)
-	Expect(fixtures.SetPodReady(ctx, k8s, ns, pod, ip)).To(Succeed())
 	return &simulator{Namespace: ns, Pod: pod, Addr: p.Addr, proc: p}
 }
 

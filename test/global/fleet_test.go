@@ -16,32 +16,55 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/proc"
 	"github.com/igw-dev/igw/internal/servetest"
+	"github.com/igw-dev/igw/internal/testenv"
+	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/global/hub"
+	"github.com/igw-dev/igw/pkg/manager"
+	"github.com/igw-dev/igw/pkg/sim"
+	"github.com/igw-dev/igw/pkg/sim/simproc"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
-// member is one member "cluster" on loopback: its standalone gateway (the
-// stand-in for a cluster's inference gateway, exporting the member summary
-// behind a token) over two simulators. A member with its own kube control
-// plane is too heavy for CI's two cores; the gateway front is what the hub
-// talks to either way.
+// member is one member cluster on loopback: its own control plane (etcd
+// and kube-apiserver, internal/testenv), its operator (cmd/manager)
+// reconciling an InferenceGatewayConfig and a ModelRoute into an
+// InferencePool, two Pods whose IPs are loopback addresses where simulators
+// listen, and its gateway front: igw-gateway following the InferencePool
+// through the member's API server and exporting the member summary behind a
+// token, which the hub reaches through a delay proxy.
 type member struct {
 	name, region string
-	dir          string
-	token        string
-	simPorts     [2]int
-	gwPort       int
-	sims         [2]*proc.Proc
-	gw           *proc.Proc
+	// index makes the Pods' IPs, 127.0.(20+index).1 and .2.
+	index int
+	dir   string
+	token string
+
+	env *testenv.Env
+	k8s client.Client
+	// pool is the InferencePool the operator rendered for the route.
+	pool string
+	// simPort is the route's target port, where every simulator listens on its Pod's IP.
+	simPort int
+
+	operator *proc.Proc
+	sims     [2]*proc.Proc
+	gwPort   int
+	gw       *proc.Proc
 	// front is what the hub dials: a delay proxy before the gateway.
 	front string
 	delay *delayProxy
 }
 
-type binaries struct{ sim, gateway, hub string }
+type binaries struct{ gateway, hub, operator string }
 
 func buildBinaries(t *testing.T) binaries {
 	t.Helper()
@@ -49,7 +72,7 @@ func buildBinaries(t *testing.T) binaries {
 	for _, x := range []struct {
 		name string
 		dst  *string
-	}{{"modelsim", &b.sim}, {"igw-gateway", &b.gateway}, {"igw-global", &b.hub}} {
+	}{{"igw-gateway", &b.gateway}, {"igw-global", &b.hub}, {"manager", &b.operator}} {
 		p, err := proc.Build(x.name)
 		if err != nil {
 			t.Fatal(err)
@@ -61,33 +84,104 @@ func buildBinaries(t *testing.T) binaries {
 
 // models every simulator serves: llama, and llama-eu, which the hub pins
 // to eu-west-1.
-const servedModels = "llama,llama-eu"
+var servedModels = []string{"llama", "llama-eu"}
+
+const (
+	memberNamespace = "inference"
+	routeName       = "llama"
+	configName      = "igw"
+	gatewayName     = "inference-gateway"
+	podApp          = "llama-sim"
+)
 
 // newMember is a member whose gateway the hub reaches through a delay
 // proxy (no delay until the test sets one).
-func newMember(t *testing.T, name, region string) *member {
+func newMember(t *testing.T, name, region string, index int) *member {
 	t.Helper()
-	m := &member{name: name, region: region, dir: t.TempDir(), delay: &delayProxy{}}
+	m := &member{name: name, region: region, index: index, dir: t.TempDir(), delay: &delayProxy{}}
 	m.token = testfile.Write(t, m.dir, "token", "summary-token-of-"+name+"-0123456789\n")
 	return m
 }
 
-// start starts the member's processes: on free ports the first time, on the
-// same ports after a kill, as a cluster that comes back keeps its address.
-func (m *member) start(t *testing.T, b binaries) {
+func (m *member) podIP(i int) string { return fmt.Sprintf("127.0.%d.%d", 20+m.index, i+1) }
+
+// setUp brings the member up the first time: its control plane, its
+// operator, the route's objects, the Pods with their simulators, its gateway.
+func (m *member) setUp(t *testing.T, b binaries) {
 	t.Helper()
-	ctx := context.Background()
-	for i := range m.sims {
-		p, err := proc.Start(ctx, m.name+" modelsim", b.sim, []string{"--host", "127.0.0.1", "--port", strconv.Itoa(m.simPorts[i]),
-			"--model", "llama-3.1-8b", "--served-model-name", servedModels, "--seed", strconv.Itoa(i + 1)}, "/health")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.sims[i], m.simPorts[i] = p, p.Port
+	env, err := testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
+	if err != nil {
+		t.Fatal(err)
 	}
-	endpoints := testfile.Write(t, m.dir, "endpoints.yaml", fmt.Sprintf("- {address: 127.0.0.1, port: %d}\n- {address: 127.0.0.1, port: %d}\n", m.simPorts[0], m.simPorts[1]))
-	gw, err := proc.Start(ctx, m.name+" igw-gateway", b.gateway, []string{"--port", strconv.Itoa(m.gwPort), "--bind-address", "127.0.0.1",
-		"--endpoints-file", endpoints, "--served-model-name", servedModels, "--global-summary-token-file", m.token,
+	m.env = env
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	m.startOperator(t, b)
+	ctx := context.Background()
+	must(t, fixtures.Namespace(ctx, m.k8s, memberNamespace))
+	_, err = fixtures.Gateway(ctx, m.k8s, memberNamespace, gatewayName)
+	must(t, err)
+	must(t, m.k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: memberNamespace, Name: configName},
+		Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: gatewayName}}}}))
+	m.simPort = servetest.FreePort(t)
+	var models []igwv1.ModelName
+	for _, name := range servedModels {
+		models = append(models, igwv1.ModelName(name))
+	}
+	must(t, m.k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: memberNamespace, Name: routeName},
+		Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: configName}, Models: models,
+			Selector:    igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": podApp}},
+			TargetPorts: []igwv1.TargetPort{{Number: int32(m.simPort)}}}}))
+	// The gateway follows the pool the operator renders for the route.
+	waitUntil(t, m.name+"'s operator rendering the route's InferencePool", time.Minute, func() bool {
+		var mr igwv1.ModelRoute
+		if m.k8s.Get(ctx, types.NamespacedName{Namespace: memberNamespace, Name: routeName}, &mr) != nil || mr.Status.InferencePool == "" {
+			return false
+		}
+		var pool infv1.InferencePool
+		m.pool = mr.Status.InferencePool
+		return m.k8s.Get(ctx, types.NamespacedName{Namespace: memberNamespace, Name: m.pool}, &pool) == nil
+	})
+	for i := range m.sims {
+		p, err := fixtures.SimulatorPod(ctx, t, m.k8s, memberNamespace, fmt.Sprintf("llama-%d", i), map[string]string{"app": podApp},
+			m.podIP(i), m.simPort, m.simOptions(i))
+		must(t, err)
+		m.sims[i] = p
+	}
+	m.startGateway(t, b)
+}
+
+func (m *member) simOptions(i int) simproc.Options {
+	return simproc.Options{Config: sim.Config{Model: "llama-3.1-8b", Seed: uint64(i + 1)}, ServedModelName: strings.Join(servedModels, ",")}
+}
+
+// startOperator runs the member's operator (cmd/manager) against its API
+// server, with no listener of its own.
+func (m *member) startOperator(t *testing.T, b binaries) {
+	t.Helper()
+	p, err := proc.StartQuiet(m.name+" operator", b.operator, []string{"--kubeconfig", m.env.KubeconfigPath,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--extension-server-bind-address", "0",
+		"--max-concurrent-reconciles", "1", "--zap-log-level", "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.operator = p
+}
+
+// startGateway starts igw-gateway following the member's InferencePool: on
+// a free port the first time, on the same port after a kill, as a cluster
+// that comes back keeps its address.
+func (m *member) startGateway(t *testing.T, b binaries) {
+	t.Helper()
+	gw, err := proc.Start(context.Background(), m.name+" igw-gateway", b.gateway, []string{"--port", strconv.Itoa(m.gwPort), "--bind-address", "127.0.0.1",
+		"--kubeconfig", m.env.KubeconfigPath, "--pool-namespace", memberNamespace, "--pool-name", m.pool,
+		"--served-model-name", strings.Join(servedModels, ","), "--global-summary-token-file", m.token,
 		// Scrapes run late on a loaded machine; a member must not report its
 		// simulators not ready (and lose its pinned model) for that.
 		"--metrics-staleness", "2s",
@@ -101,15 +195,48 @@ func (m *member) start(t *testing.T, b binaries) {
 	}
 }
 
-// kill ends every process of the member at once, without a drain (SIGKILL).
-func (m *member) kill() {
-	for _, p := range []*proc.Proc{m.gw, m.sims[0], m.sims[1]} {
+// kill ends every process of the member: the gateway, the simulators and
+// the operator at once, without a drain (SIGKILL), then the API server and
+// etcd (etcd's data is kept, as a cluster's disks survive it). The control
+// plane goes down in the background; the channel says when it is down.
+func (m *member) kill() <-chan error {
+	procs := m.processes()
+	for _, p := range procs {
 		_ = p.Signal(syscall.SIGKILL)
 	}
-	proc.StopAll([]*proc.Proc{m.gw, m.sims[0], m.sims[1]})
+	proc.StopAll(procs)
+	down := make(chan error, 1)
+	go func() { down <- m.env.StopControlPlane() }()
+	return down
 }
 
-func (m *member) stop() { proc.StopAll([]*proc.Proc{m.gw, m.sims[0], m.sims[1]}) }
+// restart brings a killed member back: its control plane with its data, its
+// operator, the simulators on their Pods' addresses (the Pods are still
+// ready, as the kubelet would report them), and its gateway on its port.
+func (m *member) restart(t *testing.T, b binaries) {
+	t.Helper()
+	must(t, m.env.StartControlPlane())
+	m.startOperator(t, b)
+	for i := range m.sims {
+		o := m.simOptions(i)
+		o.Host, o.Port = m.podIP(i), m.simPort
+		m.sims[i] = simproc.Start(t, o)
+	}
+	m.startGateway(t, b)
+}
+
+func (m *member) processes() []*proc.Proc {
+	return []*proc.Proc{m.gw, m.sims[0], m.sims[1], m.operator}
+}
+
+func (m *member) stop() { proc.StopAll(m.processes()) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 func (m *member) configYAML() string {
 	return fmt.Sprintf("- {name: %s, region: %s, address: %q, summaryURLs: [%q], tokenFile: %q}\n",

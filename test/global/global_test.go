@@ -1,16 +1,21 @@
 // Package global is the global tier's end-to-end test on loopback: three
-// member "clusters" (each the standalone gateway over two simulators,
-// exporting its member summary behind a token) and the hub (igw-global with
-// its standalone front), driven by openai-go clients through the hub. A
-// whole member is killed under load and restarted, one member's network is
-// slowed, and a region-pinned model is held in its region.
+// member clusters, each with its own control plane (etcd and
+// kube-apiserver), operator, simulators on its Pods' addresses and gateway
+// front following the operator's InferencePool and exporting its member
+// summary behind a token, and the hub (igw-global with its standalone front),
+// driven by openai-go clients through the hub. One member's control plane is
+// stopped under load, one member's network is slowed, a whole member is
+// killed under load and restarted, and a region-pinned model is held in its
+// region.
 package global
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/igw-dev/igw/internal/logging/kubelog"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -125,19 +131,28 @@ func shares(rs []result, from, to time.Time) (map[string]int, int) {
 
 func TestGlobalTierOnLoopback(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 10 processes")
+		t.Skip("starts three control planes and 16 processes")
 	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set (KUBEBUILDER_ASSETS=$(hack/control-plane.sh)): every member runs its own control plane")
+	}
+	// The test's own API clients log through controller-runtime; the
+	// members' processes log for themselves.
+	kubelog.RouteSlog(slog.New(slog.DiscardHandler))
 	began := time.Now()
 	b := buildBinaries(t)
-	use1 := newMember(t, "use1", "us-east-1")
-	use2 := newMember(t, "use2", "us-east-2")
-	euw1 := newMember(t, "euw1", "eu-west-1")
+	use1 := newMember(t, "use1", "us-east-1", 1)
+	use2 := newMember(t, "use2", "us-east-2", 2)
+	euw1 := newMember(t, "euw1", "eu-west-1", 3)
 	members := []*member{use1, use2, euw1}
 	var startWG sync.WaitGroup
 	for _, m := range members {
-		startWG.Go(func() { m.start(t, b) })
+		startWG.Go(func() { m.setUp(t, b) })
 	}
 	startWG.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	t.Cleanup(func() {
 		for _, m := range members {
 			m.stop()
@@ -176,18 +191,46 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		checkNoErrors(t, rs)
 	})
 
+	t.Run("a member's control plane stopped under load: it keeps serving and stays in rotation", func(t *testing.T) {
+		l := startLoad(front, "llama", 6)
+		time.Sleep(2 * time.Second)
+		by, _ := shares(l.snapshot(), time.Time{}, time.Now())
+		victim := busiest(members, by)
+		// The API server and etcd: the member's gateway keeps the endpoints
+		// it last saw, and its operator retries.
+		must(t, victim.env.StopControlPlane())
+		stopped := time.Now()
+		outOfRotation := 0
+		for time.Since(stopped) < outage {
+			if !status(t, metrics)[victim.name].InRotation {
+				outOfRotation++
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		during, n := shares(l.snapshot(), stopped, time.Now())
+		restartBegan := time.Now()
+		must(t, victim.env.StartControlPlane())
+		restartTook := time.Since(restartBegan)
+		time.Sleep(time.Second)
+		rs := l.finish()
+		t.Logf("before: %v; with %s's API server and etcd down for %v: %v of %d; the control plane back in %v", by, victim.name,
+			outage, during, n, restartTook.Round(time.Millisecond))
+		if outOfRotation > 0 {
+			t.Errorf("%s was out of the hub's rotation in %d of its status reads while only its control plane was down", victim.name, outOfRotation)
+		}
+		if n < 20 || during[victim.name] == 0 {
+			t.Errorf("with its control plane down %s answered %d of %d requests, want some", victim.name, during[victim.name], n)
+		}
+		checkNoErrors(t, rs)
+	})
+
 	t.Run("latency on one member shifts its traffic away", func(t *testing.T) {
 		l := startLoad(front, "llama", 6)
 		time.Sleep(3 * time.Second)
 		slowed := time.Now()
 		// The busiest member's link gets 100 ms each way: 200 ms more round trip.
 		before, nb := shares(l.snapshot(), time.Time{}, slowed)
-		slow := members[0]
-		for _, m := range members[1:] {
-			if before[m.name] > before[slow.name] {
-				slow = m
-			}
-		}
+		slow := busiest(members, before)
 		slow.delay.set(100 * time.Millisecond)
 		// The hub learns the round trip from its summary fetches (every 0.5 s, smoothed).
 		time.Sleep(3 * time.Second)
@@ -212,17 +255,12 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		// The victim is the member that takes the most of the traffic (the
 		// policy may well send all of it to one member).
 		by, _ := shares(l.snapshot(), killed.Add(-2*time.Second), killed)
-		victim := members[0]
-		for _, m := range members[1:] {
-			if by[m.name] > by[victim.name] {
-				victim = m
-			}
-		}
+		victim := busiest(members, by)
 		name := victim.name
 		if by[name] == 0 {
 			t.Fatalf("no member took traffic before the kill (%v): nothing to fail over", by)
 		}
-		victim.kill()
+		controlPlaneDown := victim.kill()
 		var out time.Duration
 		waitUntil(t, name+" out of rotation", 10*time.Second, func() bool {
 			out = time.Since(killed)
@@ -235,13 +273,17 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		if n := attempts(t, metrics, name) - sentAt2s; n != 0 {
 			t.Errorf("the hub sent %d requests to %s more than 2 s after its death", n, name)
 		}
+		must(t, <-controlPlaneDown)
 		restarted := time.Now()
-		victim.start(t, b)
+		victim.restart(t, b)
+		// The hub's part of the recovery counts from the member's gateway
+		// being ready again; its control plane's restart comes before.
+		up := time.Now()
 		var back time.Duration
 		waitUntil(t, name+" answering requests again", 30*time.Second, func() bool {
 			for _, r := range l.snapshot() {
-				if r.member == name && r.start.After(restarted) && r.err == nil {
-					back = time.Since(restarted)
+				if r.member == name && r.start.After(up) && r.err == nil {
+					back = time.Since(up)
 					return true
 				}
 			}
@@ -249,13 +291,13 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		})
 		time.Sleep(time.Second)
 		rs := l.finish()
-		t.Logf("%s out of rotation %v after its death; serving again %v after its restart (processes up in %v)", name,
-			out.Round(time.Millisecond), back.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+		t.Logf("%s out of rotation %v after its death; its control plane, operator, simulators and gateway up again %v after the restart began; serving again %v after its gateway was ready",
+			name, out.Round(time.Millisecond), up.Sub(restarted).Round(time.Millisecond), back.Round(time.Millisecond))
 		if out > 2*time.Second {
 			t.Errorf("%s left rotation %v after its death, want within 2 s", name, out)
 		}
 		if back > 30*time.Second {
-			t.Errorf("%s served again %v after its restart, want within 30 s", name, back)
+			t.Errorf("%s served again %v after its gateway was ready, want within 30 s", name, back)
 		}
 		checkNoErrors(t, rs)
 		t.Logf("requests retried on another member since the kill: %d", counter(t, metrics, wire.GlobalRetries)-retriesBefore)
@@ -265,7 +307,8 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 	})
 
 	t.Run("a pinned model with its region gone gets a 503 with the reason", func(t *testing.T) {
-		euw1.kill()
+		controlPlaneDown := euw1.kill()
+		t.Cleanup(func() { <-controlPlaneDown })
 		waitUntil(t, "euw1 out of rotation", 10*time.Second, func() bool { return !status(t, metrics)["euw1"].InRotation })
 		l := &load{client: openai.NewClient(option.WithBaseURL(front+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0)), model: "llama-eu"}
 		r := l.one("hello", false)
@@ -280,6 +323,21 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		}
 	})
 	t.Logf("end to end in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// outage is how long a member's control plane stays down under load.
+const outage = 10 * time.Second
+
+// busiest is the member that answered the most requests of by (the policy
+// may well send all of the traffic to one member).
+func busiest(members []*member, by map[string]int) *member {
+	top := members[0]
+	for _, m := range members[1:] {
+		if by[m.name] > by[top.name] {
+			top = m
+		}
+	}
+	return top
 }
 
 // checkNoErrors fails on any client-visible error of a request that had no
