@@ -1,6 +1,6 @@
 // Command igw-gateway is igw's standalone gateway: the OpenAI API on one port,
 // with the body-based router and igw's endpoint picker in process over
-// endpoints from files; see pkg/gateway. It prints "listening on
+// endpoints from files or a cluster's InferencePool; see pkg/gateway. It prints "listening on
 // http://HOST:PORT" once it accepts requests.
 package main
 
