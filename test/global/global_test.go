@@ -302,7 +302,7 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		checkNoErrors(t, rs)
 		t.Logf("requests retried on another member since the kill: %d", counter(t, metrics, wire.GlobalRetries)-retriesBefore)
 		// Slow start: in its first second back it takes a small share.
-		firstSecond, n := shares(rs, restarted.Add(back), restarted.Add(back+time.Second))
+		firstSecond, n := shares(rs, up.Add(back), up.Add(back+time.Second))
 		t.Logf("first second back: %v of %d", firstSecond, n)
 	})
 
