@@ -78,9 +78,9 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, "the gateway ready with both Pods", func() bool {
+	waitFor(t, "the gateway ready with both Pods scraped", func() bool {
 		ok, _ := g.Ready()
-		return ok && g.pools[0].store.Len() == 2
+		return ok && g.pools[0].liveEndpoints(g.liveWindow()) == 2
 	})
 	if got := served(20); got["a"] == 0 || got["b"] == 0 || len(got) != 2 {
 		t.Errorf("with both Pods ready: served by %v, want a and b", got)
@@ -106,6 +106,7 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 	}
 
 	mustSucceed(t, env.StartAPIServer())
+	back := time.Now()
 	mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, "b", "127.0.0.42"))
 	// The informers' relist backs off while the API server was down: up to
 	// tens of seconds on a loaded machine.
@@ -114,6 +115,9 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 			t.Fatal("b did not rejoin the pool within 60 s of the API server's return")
 		}
 	}
+	t.Logf("b rejoined the pool %v after the API server answered again", time.Since(back).Round(time.Millisecond))
+	// A new endpoint counts as saturated until its first scrape.
+	waitFor(t, "b scraped", func() bool { return g.pools[0].liveEndpoints(g.liveWindow()) == 2 })
 	if got := served(20); got["b"] == 0 {
 		t.Errorf("with b ready again: served by %v, want b among them", got)
 	}

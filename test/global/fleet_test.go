@@ -225,6 +225,26 @@ func (m *member) restart(t *testing.T, b binaries) {
 	m.startGateway(t, b)
 }
 
+// gatewayEndpoints is how many endpoints the member's gateway has in its
+// pool, by its /readyz.
+func (m *member) gatewayEndpoints(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get(m.gw.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ready struct {
+		Pools map[string]struct {
+			Endpoints int `json:"endpoints"`
+		} `json:"pools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil {
+		t.Fatal(err)
+	}
+	return ready.Pools["default"].Endpoints
+}
+
 func (m *member) processes() []*proc.Proc {
 	return []*proc.Proc{m.gw, m.sims[0], m.sims[1], m.operator}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/igw-dev/igw/internal/logging/kubelog"
+	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -222,6 +223,17 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 			t.Errorf("with its control plane down %s answered %d of %d requests, want some", victim.name, during[victim.name], n)
 		}
 		checkNoErrors(t, rs)
+
+		// Back, the member's gateway follows its pool again: a Pod that
+		// turns not ready leaves it, and comes back when ready.
+		followed := time.Now()
+		ctx := context.Background()
+		must(t, fixtures.SetPodNotReady(ctx, victim.k8s, memberNamespace, "llama-1"))
+		waitUntil(t, victim.name+"'s gateway dropping the Pod no longer ready", time.Minute, func() bool { return victim.gatewayEndpoints(t) == 1 })
+		must(t, fixtures.SetPodReady(ctx, victim.k8s, memberNamespace, "llama-1", victim.podIP(1)))
+		waitUntil(t, victim.name+"'s gateway taking the Pod back", time.Minute, func() bool { return victim.gatewayEndpoints(t) == 2 })
+		t.Logf("%s's gateway followed a Pod out of and back into its pool in %v after its control plane's return",
+			victim.name, time.Since(followed).Round(time.Millisecond))
 	})
 
 	t.Run("latency on one member shifts its traffic away", func(t *testing.T) {
