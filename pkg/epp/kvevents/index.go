@@ -22,6 +22,8 @@ type Index struct {
 	pods      []*podBlocks // by slot; nil when free
 	slots     map[string]int32
 	freeSlots []int32
+	// keys is Apply's scratch: one event's own keys.
+	keys []uint64
 }
 
 // podBlocks is one pod's view: engine hash → own key, and the extra copies
@@ -143,6 +145,7 @@ func (x *Index) Apply(pod string, events []Event) Applied {
 		case BlockStored:
 			x.stored(s, p, ev, &a)
 		case BlockRemoved:
+			x.touchRemoved(p, ev.Hashes)
 			for _, h := range ev.Hashes {
 				key, ok := p.engine.Get(h)
 				if !ok {
@@ -185,9 +188,15 @@ func (x *Index) stored(s int32, p *podBlocks, ev *Event, a *Applied) {
 	} else {
 		prev = eventSeed(ev)
 	}
+	keys := x.keys[:0]
+	for i := range ev.Hashes {
+		prev = chainKey(prev, ev.Tokens[i*x.blockSize:(i+1)*x.blockSize])
+		keys = append(keys, prev)
+	}
+	x.keys = keys
+	keep(p.engine.touch(ev.Hashes) ^ x.blocks.touch(keys))
 	for i, h := range ev.Hashes {
-		key := chainKey(prev, ev.Tokens[i*x.blockSize:(i+1)*x.blockSize])
-		prev = key
+		key := keys[i]
 		a.Stored++
 		if _, ok := p.engine.Get(h); ok {
 			if p.copies == nil {
@@ -199,6 +208,20 @@ func (x *Index) stored(s int32, p *podBlocks, ev *Event, a *Applied) {
 		x.blocks.set(key, s)
 		p.engine.Put(h, key)
 	}
+}
+
+// touchRemoved brings into cache the table slots removing hashes will
+// probe: the pod's entries of hashes, then the blocks they name.
+func (x *Index) touchRemoved(p *podBlocks, hashes []uint64) {
+	keep(p.engine.touch(hashes))
+	keys := x.keys[:0]
+	for _, h := range hashes {
+		if key, ok := p.engine.Get(h); ok {
+			keys = append(keys, key)
+		}
+	}
+	x.keys = keys
+	keep(x.blocks.touch(keys))
 }
 
 // eventSeed is the chain seed of a stored prompt's first block. An adapter
@@ -238,7 +261,7 @@ func (x *Index) matchLocked(n int, key func(i int, prev uint64) uint64, matched 
 	if x.blocks.words > len(small) {
 		active = make([]uint64, 0, x.blocks.words)
 	}
-	const chunk = 16
+	const chunk = 32
 	var keys [chunk]uint64
 	var rows [chunk][]uint64
 	var k uint64
@@ -248,6 +271,7 @@ func (x *Index) matchLocked(n int, key func(i int, prev uint64) uint64, matched 
 			k = key(base+j, k)
 			keys[j] = k
 		}
+		keep(x.blocks.touch(keys[:m]))
 		for j := range m {
 			rows[j], _ = x.blocks.row(keys[j])
 		}
@@ -285,6 +309,11 @@ func (x *Index) matchLocked(n int, key func(i int, prev uint64) uint64, matched 
 	}
 	return matched
 }
+
+// keep takes a value so that the loads computing it are not optimised away.
+//
+//go:noinline
+func keep(uint64) {}
 
 // SetExact marks whether the pod's blocks are complete (its stream has no
 // unrecovered gap), adding the pod if it is new.

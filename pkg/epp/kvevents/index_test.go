@@ -121,3 +121,70 @@ func TestMatchAgainstBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchAgainstBruteForceWithEvictions: long prompts (lookups span
+// several chunks of the walk) stored in chained pieces by pods spanning
+// several bitmap words, then arbitrary blocks evicted; each pod's match is
+// the run of leading blocks it still holds, by keys and by tokens alike.
+func TestMatchAgainstBruteForceWithEvictions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := NewIndex(16)
+	const pods = 150
+	prompts := make([][]uint32, 6)
+	for i := range prompts {
+		prompts[i] = tokens(16*(40+rng.IntN(100)), uint32(1e7*(i+1)))
+	}
+	held := map[string][][]bool{} // pod → prompt → block held
+	names := make([]string, pods)
+	for p := range pods {
+		names[p] = fmt.Sprintf("pod-%d", p)
+		x.SetExact(names[p], true)
+		held[names[p]] = make([][]bool, len(prompts))
+		for i, pr := range prompts {
+			hash := func(k int) uint64 { return uint64(p)<<32 | uint64(i)<<20 | uint64(k) }
+			blocks := make([]bool, len(pr)/16)
+			held[names[p]][i] = blocks
+			n := rng.IntN(len(blocks) + 1)
+			for start := 0; start < n; {
+				end := min(n, start+1+rng.IntN(40))
+				hashes := make([]uint64, end-start)
+				for k := range hashes {
+					hashes[k] = hash(start + k)
+				}
+				var parent *uint64
+				if start > 0 {
+					h := hash(start - 1)
+					parent = &h
+				}
+				x.Apply(names[p], []Event{stored(hashes, parent, pr[16*start:16*end], "")})
+				for k := start; k < end; k++ {
+					blocks[k] = true
+				}
+				start = end
+			}
+			removed := []uint64{1<<63 | uint64(p)} // never stored
+			for k := range n {
+				if rng.IntN(10) == 0 {
+					removed = append(removed, hash(k))
+					blocks[k] = false
+				}
+			}
+			if a := x.Apply(names[p], []Event{{Kind: BlockRemoved, Hashes: removed}}); a.Removed != len(removed)-1 || a.UnknownRemoved != 1 {
+				t.Fatalf("removal counted %+v", a)
+			}
+		}
+	}
+	for i, pr := range prompts {
+		byKeys := matchOf(x, AppendBlockKeys(nil, Seed(""), pr, 16, 0), names...)
+		byTokens, _ := x.MatchPrompt(Seed(""), pr, 0, names, nil, nil)
+		for p, name := range names {
+			want := 0
+			for want < len(held[name][i]) && held[name][i][want] {
+				want++
+			}
+			if int(byKeys[p]) != want || int(byTokens[p]) != want {
+				t.Fatalf("prompt %d, %s: matched %d by keys, %d by tokens, want %d", i, name, byKeys[p], byTokens[p], want)
+			}
+		}
+	}
+}

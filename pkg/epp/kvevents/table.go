@@ -51,6 +51,18 @@ func (t *table[V]) Get(k uint64) (V, bool) {
 	}
 }
 
+// touch reads the home slot of each of keys, as blockTable.touch does.
+func (t *table[V]) touch(keys []uint64) uint64 {
+	if t.n == 0 {
+		return 0
+	}
+	acc := uint64(0)
+	for _, k := range keys {
+		acc ^= t.slots[splitmix.Mix(k)&t.mask].key
+	}
+	return acc
+}
+
 // Put sets k's value.
 func (t *table[V]) Put(k uint64, v V) {
 	if k == 0 {
