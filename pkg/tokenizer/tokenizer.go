@@ -11,6 +11,7 @@ package tokenizer
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 
 	"github.com/igw-dev/igw/pkg/tokencount"
@@ -24,11 +25,17 @@ func Tokenize(text string) []uint32 { return AppendTokens(make([]uint32, 0, Coun
 
 // AppendTokens appends the token IDs of text to dst and returns the extended slice.
 func AppendTokens(dst []uint32, text string) []uint32 {
-	full := len(text) / tokencount.CharsPerToken * tokencount.CharsPerToken
-	for i := 0; i < full; i += tokencount.CharsPerToken {
-		dst = append(dst, binary.LittleEndian.Uint32([]byte(text[i:i+tokencount.CharsPerToken])))
+	const width = tokencount.CharsPerToken
+	// One growth, then plain stores (a router tokenizes every prompt it scores).
+	n := len(text) / width
+	dst = slices.Grow(dst, n+1)
+	out := dst[len(dst) : len(dst)+n]
+	for i := range out {
+		b := text[i*width : i*width+width]
+		out[i] = uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 	}
-	if full < len(text) {
+	dst = dst[:len(dst)+n]
+	if full := n * width; full < len(text) {
 		var last [tokencount.CharsPerToken]byte
 		copy(last[:], text[full:])
 		dst = append(dst, binary.LittleEndian.Uint32(last[:]))

@@ -25,6 +25,16 @@ func TestCountAndTokenize(t *testing.T) {
 	}
 }
 
+// TestAppendTokensIDs pins the IDs (4 bytes read little-endian, a short last
+// token zero-padded) and that tokens are appended after dst's.
+func TestAppendTokensIDs(t *testing.T) {
+	got := AppendTokens([]uint32{7}, "abcdefghij")
+	want := []uint32{7, 0x64636261, 0x68676665, 0x6a69}
+	if !slices.Equal(got, want) {
+		t.Errorf("AppendTokens = %#x, want %#x", got, want)
+	}
+}
+
 func TestDetokenizeRoundTrip(t *testing.T) {
 	for _, s := range []string{"", "x", "hello world", "four", GenerateText(3, 50)} {
 		if got := Detokenize(Tokenize(s)); got != s {

@@ -127,15 +127,13 @@ func TestMatchAgainstBruteForce(t *testing.T) {
 // several bitmap words, then arbitrary blocks evicted; each pod's match is
 // the run of leading blocks it still holds, by keys and by tokens alike.
 func TestMatchAgainstBruteForceWithEvictions(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	x := NewIndex(16)
 	const pods = 150
-	prompts := make([][]uint32, 6)
+	rng, x := rand.New(rand.NewPCG(3, 4)), NewIndex(16)
+	var prompts [6][]uint32 // 40 to 139 blocks
 	for i := range prompts {
 		prompts[i] = tokens(16*(40+rng.IntN(100)), uint32(1e7*(i+1)))
 	}
-	held := map[string][][]bool{} // pod → prompt → block held
-	names := make([]string, pods)
+	held, names := map[string][][]bool{}, make([]string, pods) // pod → prompt → block held
 	for p := range pods {
 		names[p] = fmt.Sprintf("pod-%d", p)
 		x.SetExact(names[p], true)

@@ -3,6 +3,7 @@ package preciseprefixcache_test
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +20,14 @@ import (
 type bytes4 struct{}
 
 func (bytes4) AppendPromptTokens(dst []uint32, _ []byte, text string) ([]uint32, error) {
-	full := len(text) / 4 * 4
-	for i := 0; i < full; i += 4 {
-		dst = append(dst, uint32(text[i])|uint32(text[i+1])<<8|uint32(text[i+2])<<16|uint32(text[i+3])<<24)
+	full := len(text) / 4
+	dst = slices.Grow(dst, full+1)
+	out := dst[len(dst) : len(dst)+full]
+	for i := range out {
+		out[i] = uint32(text[4*i]) | uint32(text[4*i+1])<<8 | uint32(text[4*i+2])<<16 | uint32(text[4*i+3])<<24
 	}
-	for i := full; i < len(text); i += 4 {
+	dst = dst[:len(dst)+full]
+	for i := 4 * full; i < len(text); i += 4 {
 		var b [4]byte
 		copy(b[:], text[i:])
 		dst = append(dst, binary.LittleEndian.Uint32(b[:]))
