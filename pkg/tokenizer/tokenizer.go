@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/igw-dev/igw/pkg/tokencount"
 )
@@ -25,18 +26,29 @@ func Tokenize(text string) []uint32 { return AppendTokens(make([]uint32, 0, Coun
 
 // AppendTokens appends the token IDs of text to dst and returns the extended slice.
 func AppendTokens(dst []uint32, text string) []uint32 {
+	return appendTokens(dst, text, littleEndian)
+}
+
+// littleEndian is whether the machine stores integers as token IDs read
+// their bytes: then the IDs of a text's full tokens are its bytes as they
+// lie, and tokenizing is one copy (a router tokenizes every prompt it scores).
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+func appendTokens(dst []uint32, text string, copyBytes bool) []uint32 {
 	const width = tokencount.CharsPerToken
-	// One growth, then plain stores (a router tokenizes every prompt it scores).
 	n := len(text) / width
 	dst = slices.Grow(dst, n+1)
 	out := dst[len(dst) : len(dst)+n]
-	for i := range out {
-		b := text[i*width : i*width+width]
-		out[i] = uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+	if copyBytes {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(out))), n*width), text)
+	} else {
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint32([]byte(text[i*width : i*width+width]))
+		}
 	}
 	dst = dst[:len(dst)+n]
 	if full := n * width; full < len(text) {
-		var last [tokencount.CharsPerToken]byte
+		var last [width]byte
 		copy(last[:], text[full:])
 		dst = append(dst, binary.LittleEndian.Uint32(last[:]))
 	}

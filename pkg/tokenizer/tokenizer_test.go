@@ -26,12 +26,23 @@ func TestCountAndTokenize(t *testing.T) {
 }
 
 // TestAppendTokensIDs pins the IDs (4 bytes read little-endian, a short last
-// token zero-padded) and that tokens are appended after dst's.
+// token zero-padded), that tokens are appended after dst's, and that copying
+// the bytes (on little-endian machines) and reading them token by token agree.
 func TestAppendTokensIDs(t *testing.T) {
-	got := AppendTokens([]uint32{7}, "abcdefghij")
 	want := []uint32{7, 0x64636261, 0x68676665, 0x6a69}
-	if !slices.Equal(got, want) {
-		t.Errorf("AppendTokens = %#x, want %#x", got, want)
+	for _, copyBytes := range []bool{false, littleEndian} {
+		if got := appendTokens([]uint32{7}, "abcdefghij", copyBytes); !slices.Equal(got, want) {
+			t.Errorf("appendTokens(copy %v) = %#x, want %#x", copyBytes, got, want)
+		}
+	}
+	if !littleEndian {
+		return
+	}
+	text := GenerateText(1, 3001)
+	for n := range 9 {
+		if a, b := appendTokens(nil, text[:len(text)-n], true), appendTokens(nil, text[:len(text)-n], false); !slices.Equal(a, b) {
+			t.Fatalf("%d bytes: copied IDs differ from read ones", len(text)-n)
+		}
 	}
 }
 

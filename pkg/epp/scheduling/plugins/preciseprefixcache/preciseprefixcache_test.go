@@ -1,9 +1,7 @@
 package preciseprefixcache_test
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,26 +11,16 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
+	"github.com/igw-dev/igw/pkg/tokenizer"
 )
 
-// bytes4 tokenizes as the simulator does (four bytes of text per token), so
-// that tests can build prompts and events alike without importing it.
+// bytes4 tokenizes as the simulator does (four bytes of text per token:
+// the stand-in tokenizer it uses), so that tests can build prompts and events
+// alike without running the simulator.
 type bytes4 struct{}
 
 func (bytes4) AppendPromptTokens(dst []uint32, _ []byte, text string) ([]uint32, error) {
-	full := len(text) / 4
-	dst = slices.Grow(dst, full+1)
-	out := dst[len(dst) : len(dst)+full]
-	for i := range out {
-		out[i] = uint32(text[4*i]) | uint32(text[4*i+1])<<8 | uint32(text[4*i+2])<<16 | uint32(text[4*i+3])<<24
-	}
-	dst = dst[:len(dst)+full]
-	for i := 4 * full; i < len(text); i += 4 {
-		var b [4]byte
-		copy(b[:], text[i:])
-		dst = append(dst, binary.LittleEndian.Uint32(b[:]))
-	}
-	return dst, nil
+	return tokenizer.AppendTokens(dst, text), nil
 }
 
 func init() { kvevents.RegisterTokenizer("test-bytes4", bytes4{}) }
