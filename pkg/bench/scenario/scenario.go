@@ -148,7 +148,16 @@ type SharedPrefix struct {
 	Groups             int `yaml:"groups"`
 	UsersPerGroup      int `yaml:"usersPerGroup"`
 	SystemPromptTokens int `yaml:"systemPromptTokens"`
+	// FixedQuestions makes each user ask one question of its own every time,
+	// the users taking turns in one shuffled order (inference-perf's
+	// shared_prefix data): a user's whole prompt repeats. Otherwise every
+	// request draws a user at random and asks a new question.
+	FixedQuestions bool `yaml:"fixedQuestions"`
 }
+
+// MaxFixedQuestionUsers bounds groups × usersPerGroup with fixedQuestions:
+// the users' order is one shuffled list.
+const MaxFixedQuestionUsers = 1_000_000
 
 // MultiTurn turns each session into a conversation whose context grows.
 type MultiTurn struct {
@@ -381,6 +390,12 @@ func (w *Workload) validate(fleet []Group) []error {
 	if sp := w.SharedPrefix; sp != nil {
 		if sp.Groups < 1 || sp.UsersPerGroup < 1 || sp.SystemPromptTokens < 1 || sp.Groups > 1e6 || sp.UsersPerGroup > 1e6 || sp.SystemPromptTokens > 1e6 {
 			bad("workload.sharedPrefix needs groups, usersPerGroup and systemPromptTokens in 1..1e6")
+		}
+		if sp.FixedQuestions && sp.Groups*sp.UsersPerGroup > MaxFixedQuestionUsers {
+			bad("workload.sharedPrefix.fixedQuestions takes at most %d users (groups × usersPerGroup), got %d", MaxFixedQuestionUsers, sp.Groups*sp.UsersPerGroup)
+		}
+		if sp.FixedQuestions && w.MultiTurn != nil {
+			bad("workload.sharedPrefix.fixedQuestions cannot be combined with multiTurn: a fixed question is a single request (drop one of them)")
 		}
 	}
 	if mt := w.MultiTurn; mt != nil {

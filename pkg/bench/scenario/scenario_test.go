@@ -154,7 +154,7 @@ func TestUnknownKeyListsKnownKeysAndAllErrorsAtOnce(t *testing.T) {
 	_, err := Parse([]byte(bad), "bad.yaml")
 	for _, want := range []string{
 		`bad.yaml:4: unknown key "warmpu" in the top level (known: name, duration, warmup, scrapeInterval, kvEventDelay, fleet, clusters, network, workload, slo, faults, outages)`,
-		`bad.yaml:33: unknown key "users" in workload.sharedPrefix (known: groups, usersPerGroup, systemPromptTokens)`,
+		`bad.yaml:33: unknown key "users" in workload.sharedPrefix (known: groups, usersPerGroup, systemPromptTokens, fixedQuestions)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
@@ -220,6 +220,8 @@ func TestInvalidValues(t *testing.T) {
 		{"negative event delay", "kvEventDelay: 20ms", "kvEventDelay: -5ms", "kvEventDelay must be in (0, 1m], got -5ms"},
 		{"event delay too long", "kvEventDelay: 20ms", "kvEventDelay: 2m", "kvEventDelay must be in (0, 1m], got 2m0s"},
 		{"mixed models", "model: llama-3.1-8b, kvCache", "model: qwen3-32b, kvCache", "a scenario serves one model"},
+		{"fixed questions in a conversation", "systemPromptTokens: 6000", "systemPromptTokens: 6000\n    fixedQuestions: true", "fixedQuestions cannot be combined with multiTurn"},
+		{"too many fixed-question users", "groups: 150", "groups: 300000\n    fixedQuestions: true", "fixedQuestions takes at most 1000000 users"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { expectError(t, everyKey, tc.from, tc.to, tc.want) })
 	}

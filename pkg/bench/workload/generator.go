@@ -50,6 +50,7 @@ type Request struct {
 type session struct {
 	id      int
 	group   int // shared-prefix group, -1 for none
+	user    int // fixed-question user (sharedPrefix.fixedQuestions), -1 for none
 	adapter string
 	inputs  []int // new user tokens per turn
 	outputs []int
@@ -75,6 +76,7 @@ type Generator struct {
 	live     map[uint64]*session // sessions with a turn in flight or pending
 	followUp timeheap.Heap[release]
 	system   []string // per group, built on first use
+	users    []int    // fixedQuestions: the users' shuffled turn order
 	pop      *popularity
 
 	origins   []string  // client regions
@@ -97,6 +99,9 @@ func New(sc *scenario.Scenario, seed uint64, maxContext int) (*Generator, error)
 			return nil, fmt.Errorf("system prompts of %d tokens do not fit the fleet's context of %d tokens", sp.SystemPromptTokens, maxContext)
 		}
 		g.system = make([]string, sp.Groups)
+		if sp.FixedQuestions {
+			g.users = rand.New(rand.NewPCG(seed, 0x757365)).Perm(sp.Groups * sp.UsersPerGroup)
+		}
 	}
 	if w.LoRA != nil && w.LoRA.Fraction > 0 {
 		g.pop = newPopularity(w.LoRA.Adapters, w.LoRA.Popularity)
@@ -178,15 +183,23 @@ func (g *Generator) Finished(req *Request, at time.Duration, ok bool) {
 func (g *Generator) newSession() *session {
 	w := g.sc.Workload
 	r := g.attrs
-	s := &session{id: g.sessions, group: -1}
+	s := &session{id: g.sessions, group: -1, user: -1}
 	g.sessions++
-	if sp := w.SharedPrefix; sp != nil {
+	switch sp := w.SharedPrefix; {
+	case g.users != nil:
+		s.user = g.users[s.id%len(g.users)]
+		s.group = s.user / sp.UsersPerGroup
+	case sp != nil:
 		s.group = r.IntN(sp.Groups*sp.UsersPerGroup) / sp.UsersPerGroup
 	}
 	s.adapter = g.drawAdapter()
 	s.inputs, s.outputs, s.thinks = make([]int, g.turns), make([]int, g.turns), make([]time.Duration, g.turns)
 	for k := range g.turns {
-		s.inputs[k] = sampleCount(r, w.Input)
+		if s.user >= 0 {
+			s.inputs[k] = g.questionLength(s.user)
+		} else {
+			s.inputs[k] = sampleCount(r, w.Input)
+		}
 		s.outputs[k] = sampleCount(r, w.Output)
 		if k > 0 {
 			s.thinks[k] = sampleDuration(r, w.MultiTurn.ThinkTime)
@@ -213,8 +226,14 @@ func (g *Generator) systemPrompt(group int) string {
 	return g.system[group]
 }
 
-// textSeed names one piece of generated text: a session's turn, or (session
-// -1) a group's system prompt.
+// questionLength is a fixed-question user's question length: drawn from the
+// input distribution by the user alone, so it is the same on every turn.
+func (g *Generator) questionLength(user int) int {
+	return sampleCount(rand.New(rand.NewPCG(g.seed^0x7175657374696f6e, uint64(user))), g.sc.Workload.Input)
+}
+
+// textSeed names one piece of generated text: a session's turn, (session -1)
+// a group's system prompt, or (session -2) a fixed-question user's question.
 func (g *Generator) textSeed(session, part int) uint64 {
 	return g.seed*0x9e3779b97f4a7c15 ^ uint64(session+1)<<20 ^ uint64(part)
 }
@@ -226,7 +245,11 @@ func (g *Generator) turn(s *session, k int, at time.Duration) *Request {
 	if k == 0 {
 		input, output = g.fit(prefix, input, output)
 	}
-	prompt := tokenizer.Join(s.context, tokenizer.GenerateText(g.textSeed(s.id, k), input))
+	text := g.textSeed(s.id, k)
+	if s.user >= 0 {
+		text = g.textSeed(-2, s.user)
+	}
+	prompt := tokenizer.Join(s.context, tokenizer.GenerateText(text, input))
 	req := g.request(s.id, k, at, s.adapter, prompt, output)
 	g.live[req.ID] = s
 	return req

@@ -226,3 +226,55 @@ func TestSingleRequestsFitTheContext(t *testing.T) {
 		}
 	}
 }
+
+func TestFixedQuestionsRepeatEachUsersPromptInTurn(t *testing.T) {
+	sc := withWorkload(t, "duration: 100s", `
+  arrival: {type: constant, rate: 1}
+  input: {dist: uniform, min: 20, max: 60}
+  output: {dist: fixed, value: 5}
+  sharedPrefix: {groups: 3, usersPerGroup: 2, systemPromptTokens: 50, fixedQuestions: true}
+`)
+	g, err := New(sc, 1, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := drain(t, g)
+	const users = 6
+	if len(reqs) < 3*users {
+		t.Fatalf("%d requests, want at least %d", len(reqs), 3*users)
+	}
+	first := map[string]int{} // prompt -> index of its first request
+	for i, r := range reqs {
+		if i < users {
+			if _, dup := first[r.Prompt]; dup {
+				t.Fatalf("request %d repeats a prompt before every user had a turn", i)
+			}
+			first[r.Prompt] = i
+			continue
+		}
+		if r.Prompt != reqs[i-users].Prompt {
+			t.Fatalf("request %d is not the prompt of request %d: users do not take turns in one order", i, i-users)
+		}
+	}
+	// Users of one group share its system prompt and differ after it.
+	byGroup := map[string][]string{}
+	for p := range first {
+		sys := tokenizer.Tokenize(p)[:50]
+		byGroup[fmt.Sprint(sys)] = append(byGroup[fmt.Sprint(sys)], p)
+	}
+	if len(byGroup) != 3 {
+		t.Fatalf("%d distinct system prompts among the users, want 3", len(byGroup))
+	}
+	for _, ps := range byGroup {
+		if len(ps) != 2 || ps[0] == ps[1] {
+			t.Fatalf("a group's users ask %d distinct questions, want 2", len(ps))
+		}
+	}
+	other, err := New(sc, 2, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drain(t, other)[0].Prompt == reqs[0].Prompt {
+		t.Fatal("another seed gives the same first prompt")
+	}
+}
