@@ -59,7 +59,7 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	if d := p.Decide([]*datastore.View{slow, slow}, 0, 1000, m); !d.Shed {
 		t.Errorf("not shed with every endpoint decoding at 0.2 s a token: %+v", d)
 	}
-	got := p.WithinBounds([]*datastore.View{slow, idleSlow, fast}, 1000, m, nil)
+	got := p.WithinBounds([]*datastore.View{slow, idleSlow, fast}, 1000, m, nil, nil)
 	if len(got) != 2 || got[0] != idleSlow || got[1] != fast {
 		t.Errorf("within bounds: %d endpoints, want the idle one and the fast one", len(got))
 	}
@@ -88,7 +88,7 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 		if d := p.Decide([]*datastore.View{v}, 0, 1000, m); d.Shed {
 			t.Errorf("adapter %s: shed %+v", name, d)
 		}
-		if got := p.WithinBounds([]*datastore.View{v}, 1000, m, nil); len(got) != 1 {
+		if got := p.WithinBounds([]*datastore.View{v}, 1000, m, nil, nil); len(got) != 1 {
 			t.Errorf("adapter %s: not within the bounds", name)
 		}
 	}
@@ -99,5 +99,38 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 func TestOverloadBoundsAreOnByDefault(t *testing.T) {
 	if DefaultPolicy.MaxWaitSeconds <= 0 || DefaultPolicy.MaxInterTokenSeconds <= 0 || !DefaultPolicy.Enabled {
 		t.Errorf("default policy %+v: overload bounds off", DefaultPolicy)
+	}
+}
+
+// uncached is a Prefill that knows each endpoint's uncached prompt tokens.
+type uncached map[*datastore.View]int
+
+func (u uncached) UncachedTokens(v *datastore.View) int { return u[v] }
+
+// An endpoint past the bound between tokens alone stays a candidate when it
+// holds more of the prompt than every endpoint within the bounds (moving the
+// request would prefill the rest there); one that holds no more, or whose
+// wait is past its bound, does not.
+func TestInterTokenBoundKeepsTheEndpointHoldingThePrompt(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel
+	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.06
+	holder, other, fast := view(0, 0.07), view(0, 0.07), view(0, 0.03)
+	waitingHolder := view(0, 0.07)
+	waitingHolder.OldestWait = 2 * time.Second
+	for _, v := range []*datastore.View{holder, other, fast, waitingHolder} {
+		v.InFlight = 40
+	}
+	prefill := uncached{holder: 16, other: 7200, fast: 7200, waitingHolder: 16}
+	got := p.WithinBounds([]*datastore.View{holder, other, fast, waitingHolder}, 7200, m, prefill, nil)
+	if len(got) != 2 || got[0] != fast || got[1] != holder {
+		t.Errorf("within bounds: %d endpoints, want the fast one and the one holding the prompt", len(got))
+	}
+	prefill[fast] = 16
+	got = p.WithinBounds([]*datastore.View{holder, other, fast, waitingHolder}, 7200, m, prefill, nil)
+	if len(got) != 1 || got[0] != fast {
+		t.Errorf("within bounds with the fast one holding the prompt too: %d endpoints, want it alone", len(got))
+	}
+	if got := p.WithinBounds([]*datastore.View{holder, other}, 7200, m, prefill, nil); len(got) != 0 {
+		t.Errorf("every endpoint past a bound: %d within, want none", len(got))
 	}
 }

@@ -272,7 +272,7 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	var ranking []int
 	if h := healthy(c.cands); h != nil {
 		h = p.Profile.Filter(c.Cycle, h)
-		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, p.Latency, c.within[:0]); len(c.within) > 0 {
+		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, p.Latency, c.Cycle, c.within[:0]); len(c.within) > 0 {
 			h = c.within
 		}
 		survivors, ranking = p.Profile.Run(c.Cycle, h)
