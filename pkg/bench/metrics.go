@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/bench/scenario"
+	"github.com/igw-dev/igw/pkg/sim"
 )
 
 // Metrics are one run's figures (or their medians over seeds), with the
@@ -35,6 +36,11 @@ type Metrics struct {
 	// PrefixHitRate is the servers' prefix-cache hits over queries (tokens).
 	PrefixHitRate float64 `json:"prefix_hit_rate"`
 	LoRALoads     float64 `json:"lora_loads"`
+	// MinPodShare is the smallest share of the counted requests routed to
+	// any pod without a scheduled fault, in units of an equal share of its
+	// fleet (its cluster's counted requests over its cluster's pods): 1 is
+	// as many as every other pod, 0 a pod left idle for the whole run.
+	MinPodShare float64 `json:"min_pod_share"`
 }
 
 // Compute derives a run's metrics from its trace. It also returns the TTFTs
@@ -90,7 +96,53 @@ func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
 		m.PrefixHitRate = float64(t.Fleet.PrefixHits) / float64(q)
 	}
 	m.LoRALoads = float64(t.Fleet.LoRALoads)
+	m.MinPodShare = minPodShare(t, sc)
 	return m, ttft
+}
+
+// minPodShare is Metrics.MinPodShare: pods with a fault are left out (a
+// router should starve a pod while it fails), but for lost KV events, after
+// which the pod serves as well as before; so is a cluster no counted
+// request reached.
+func minPodShare(t *Trace, sc *scenario.Scenario) float64 {
+	cluster := sc.ClusterOfPod()
+	faults := sc.PodFaults()
+	routed := make([]int, len(cluster))
+	var clusterRouted, clusterPods []int
+	for _, c := range cluster {
+		for len(clusterPods) <= c {
+			clusterPods, clusterRouted = append(clusterPods, 0), append(clusterRouted, 0)
+		}
+		clusterPods[c]++
+	}
+	for i := range t.Records {
+		if r := &t.Records[i]; r.Counted && r.Pod >= 0 && r.Pod < len(routed) {
+			routed[r.Pod]++
+			clusterRouted[cluster[r.Pod]]++
+		}
+	}
+	least := math.Inf(1)
+	for pod, c := range cluster {
+		if servingFault(faults[pod]) || clusterRouted[c] == 0 {
+			continue
+		}
+		least = math.Min(least, float64(routed[pod])*float64(clusterPods[c])/float64(clusterRouted[c]))
+	}
+	if math.IsInf(least, 1) {
+		return 0
+	}
+	return least
+}
+
+// servingFault reports whether fs holds a fault that affects how the pod
+// serves or reports (every kind but lost KV events).
+func servingFault(fs sim.Faults) bool {
+	for _, f := range fs {
+		if f.Kind != sim.FaultEventsLost {
+			return true
+		}
+	}
+	return false
 }
 
 func within(seconds float64, limit time.Duration) bool {

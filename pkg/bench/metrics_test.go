@@ -63,6 +63,34 @@ func TestComputeOnHandMadeTrace(t *testing.T) {
 	}
 }
 
+// The min pod share is in units of an equal share of the fleet, leaves out
+// warmup requests and pods with a scheduled fault (but for lost KV events,
+// which leave a pod serving as before), and is 0 for a pod that served
+// nothing.
+func TestMinPodShare(t *testing.T) {
+	sc := &scenario.Scenario{Fleet: []scenario.Group{{Name: "fast", Replicas: 2}, {Name: "slow", Replicas: 2}},
+		Faults: []scenario.Fault{{Group: "fast", Replica: 1, Kind: "fail-fast"}, {Group: "slow", Replica: 1, Kind: "events-lost"}}}
+	tr := &Trace{}
+	route := func(pod, n int, counted bool) {
+		for range n {
+			tr.Records = append(tr.Records, Record{ID: uint64(len(tr.Records)), Pod: pod, Counted: counted})
+		}
+	}
+	// 40 counted requests over 4 pods: an equal share is 10.
+	route(0, 24, true)
+	route(1, 1, true) // faulted: left out, though it holds the least
+	route(2, 12, true)
+	route(3, 3, true)
+	route(3, 50, false) // warmup
+	if m, _ := Compute(tr, sc); math.Abs(m.MinPodShare-0.3) > 1e-9 {
+		t.Fatalf("min pod share %v, want 3/10", m.MinPodShare)
+	}
+	tr.Records = tr.Records[:len(tr.Records)-50-3] // pod 3 served nothing
+	if m, _ := Compute(tr, sc); m.MinPodShare != 0 {
+		t.Fatalf("min pod share %v for an idle pod, want 0", m.MinPodShare)
+	}
+}
+
 func TestPercentileAndMedian(t *testing.T) {
 	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	if Percentile(xs, 50) != 5 || Percentile(xs, 95) != 10 || Percentile(xs, 10) != 1 || Percentile(nil, 50) != 0 {
@@ -125,8 +153,8 @@ func TestReportJSONShape(t *testing.T) {
 	var summary map[string]map[string]any
 	_ = json.Unmarshal(obj["results"], &results)
 	_ = json.Unmarshal(obj["summary"], &summary)
-	metricKeys := []string{"completed", "e2e_p99_s", "failed", "failed_by_code", "goodput", "lora_loads", "output_tok_per_s", "prefix_hit_rate",
-		"tpot_p50_s", "tpot_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s"}
+	metricKeys := []string{"completed", "e2e_p99_s", "failed", "failed_by_code", "goodput", "lora_loads", "min_pod_share", "output_tok_per_s",
+		"prefix_hit_rate", "tpot_p50_s", "tpot_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s"}
 	if len(results) != 2 || !slices.Equal(sortedKeys(results[0]), sortedKeys(withKeys(metricKeys, "policy", "seed"))) {
 		t.Fatalf("result keys %v", sortedKeys(results[0]))
 	}

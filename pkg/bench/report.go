@@ -79,6 +79,7 @@ var Columns = []Column{
 	{"goodput (req/s)", func(m *Metrics) *float64 { return &m.Goodput }, rate, false},
 	{"prefix hit", func(m *Metrics) *float64 { return &m.PrefixHitRate }, fraction, false},
 	{"LoRA loads", func(m *Metrics) *float64 { return &m.LoRALoads }, whole, true},
+	{"min pod share", func(m *Metrics) *float64 { return &m.MinPodShare }, rate, false},
 }
 
 // WriteTable prints the summary as an aligned text table, policies in order.
