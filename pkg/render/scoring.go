@@ -11,6 +11,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/admission"
 	eppconfig "github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/modelserved"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // BuiltinWeights are the weights of scorers that neither the config, the route,
@@ -32,7 +33,7 @@ const (
 	// AutoPredictedLatencyFactor multiplies predicted-latency's weight when the
 	// pool mixes accelerator types: it is the one scorer that learns per-pod speed.
 	AutoPredictedLatencyFactor = 2
-	LabelGPUProduct            = "nvidia.com/gpu.product"
+	LabelGPUProduct            = wire.LabelGPUProduct
 )
 
 // Scoring sources reported in status.scoring.source.

@@ -4,6 +4,12 @@
 // component picks up together.
 package wire
 
+// LabelGPUProduct is the pod (or node) label naming its accelerator, as
+// NVIDIA's GPU feature discovery writes it: the operator reads it to see a
+// pool mixing accelerator types, and the endpoint picker groups endpoints by
+// it into speed classes.
+const LabelGPUProduct = "nvidia.com/gpu.product"
+
 // Headers and dynamic-metadata keys of the endpoint picker protocol (Gateway API
 // Inference Extension) and of the body-based router.
 const (

@@ -186,7 +186,7 @@ func newPods(sc *scenario.Scenario, seed uint64) ([]*sim.Engine, []policies.Pod,
 			kv = e.Profile().KVCapacityTokens
 		}
 		engines = append(engines, e)
-		pods = append(pods, policies.Pod{Group: groups[i], KVTokens: kv})
+		pods = append(pods, policies.Pod{Group: groups[i], KVTokens: kv, GPU: cfg.GPU})
 	}
 	return engines, pods, nil
 }

@@ -189,7 +189,7 @@ func endpointOf(addr, group string, cfg sim.Config) (endpoint, error) {
 		kv = prof.KVCapacityTokens
 	}
 	return endpoint{Address: host, Port: n, Labels: map[string]string{
-		livegateway.LabelGroup: group, livegateway.LabelKVCacheTokens: strconv.Itoa(kv)}}, nil
+		livegateway.LabelGroup: group, livegateway.LabelKVCacheTokens: strconv.Itoa(kv), wire.LabelGPUProduct: cfg.GPU}}, nil
 }
 
 // simArgs are modelsim's flags for one pod: every key of its configuration

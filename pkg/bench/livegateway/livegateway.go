@@ -21,6 +21,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/gateway"
 	"github.com/igw-dev/igw/pkg/tokenizer"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Endpoint labels a baseline reads: the fleet group and the KV-cache size in
@@ -107,7 +108,8 @@ func (p *picker) syncLocked() *apierror.Error {
 		if err != nil || kv <= 0 {
 			kv = defaultKVCacheTokens
 		}
-		fleet.Pods = append(fleet.Pods, policies.Pod{Key: st.Key(), Group: ep.Labels[LabelGroup], KVTokens: kv})
+		fleet.Pods = append(fleet.Pods, policies.Pod{Key: st.Key(), Group: ep.Labels[LabelGroup], KVTokens: kv,
+			GPU: ep.Labels[wire.LabelGPUProduct]})
 		p.keys = append(p.keys, st.Key())
 		p.podOf[st.Key()] = i
 	}

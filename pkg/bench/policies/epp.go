@@ -13,6 +13,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // LegacyBlendConfig is the default of the system igw is modelled on, as an EPP
@@ -104,15 +105,18 @@ func newEPP(fleet Fleet, yaml string, seed uint64) (*eppRouter, error) {
 }
 
 // endpointOf is pod i's endpoint: its Key, or else a made-up unique address,
-// labelled with its group.
+// labelled with its group and accelerator, as a pool's pods are.
 func endpointOf(i int, p Pod) datastore.Endpoint {
+	labels := map[string]string{"group": p.Group}
+	if p.GPU != "" {
+		labels[wire.LabelGPUProduct] = p.GPU
+	}
 	if host, port, err := net.SplitHostPort(p.Key); err == nil {
 		if n, err := strconv.Atoi(port); err == nil {
-			return datastore.Endpoint{Address: host, Port: n, Labels: map[string]string{"group": p.Group}}
+			return datastore.Endpoint{Address: host, Port: n, Labels: labels}
 		}
 	}
-	return datastore.Endpoint{Address: "10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250+1), Port: 8000,
-		Labels: map[string]string{"group": p.Group}}
+	return datastore.Endpoint{Address: "10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250+1), Port: 8000, Labels: labels}
 }
 
 func (r *eppRouter) Route(req *Request, now time.Time) (int, Ticket, error) {

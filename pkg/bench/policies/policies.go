@@ -109,9 +109,12 @@ type Retrier interface {
 type Pod struct {
 	// Key is the pod's "ip:port".
 	Key string
-	// Group is the fleet group (e.g. "h100"); KVTokens the KV-cache size.
+	// Group is the fleet group (e.g. "h100"); KVTokens the KV-cache size;
+	// GPU the accelerator, which the EPP's endpoints carry as
+	// wire.LabelGPUProduct ("" for none).
 	Group    string
 	KVTokens int
+	GPU      string
 }
 
 // Predictor is the exact cost model: the time from now to req's first token

@@ -140,6 +140,8 @@ const (
 // the endpoint (so that a prefix-cache miss weighs what it costs the fleet,
 // not only the request); among endpoints predicted alike, the least loaded
 // wins (running-requests at a small weight), which keeps decode batches even.
+// An endpoint far under an equal share of the picks takes the requests that
+// are cheap for it (fair-share-floor, weighted above the others together).
 const Default = `
 plugins:
 - name: predicted-latency
@@ -151,6 +153,8 @@ scorers:
   weight: 1
 - plugin: running-requests
   weight: 0.2
+- plugin: fair-share-floor
+  weight: 2
 picker: max-score-picker
 `
 

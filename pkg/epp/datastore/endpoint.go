@@ -131,6 +131,10 @@ type View struct {
 	Avoid bool
 	// LastPickAt is when the picker last sent a request here (zero: never).
 	LastPickAt time.Time
+	// PickRate is the picks per second sent here, an exponentially decaying
+	// average over PickRateWindow: compared with the other candidates', the
+	// endpoint's share of the picker's traffic.
+	PickRate float64
 	// OldestWait is how long the oldest request of the picker's still
 	// awaiting its first token here has waited (0: none waits).
 	OldestWait time.Duration

@@ -84,6 +84,14 @@ type EndpointState struct {
 	// is loading them even though its telemetry does not show it yet.
 	adaptersSince []string
 
+	// pickRate is the picks per second sent here, decaying over
+	// PickRateWindow, as of lastPickAt.
+	pickRate float64
+	// class pools the measured speeds of the endpoints on the same
+	// accelerator (nil: no accelerator label); an idle endpoint's figures
+	// relax toward it.
+	class *speedClass
+
 	// learner is the timing model's learning of the endpoint's speed, fed
 	// by the accounting below as each observation happens.
 	learner latency.Learner
@@ -166,7 +174,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked(now)
-	s.learner.Relax(now, s.pendingFirstToken == 0)
+	s.learner.Relax(now, s.pendingFirstToken == 0, s.class.priorFor(s.id))
 	*v = View{
 		ID: s.id, Key: s.key, Labels: s.endpoint.Labels,
 		Metrics: s.metrics, HasMetrics: s.hasMetrics,
@@ -174,7 +182,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
 		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
 		MeanPromptTokens: s.meanPrompt, Speed: s.learner.Speed(), AdaptersSinceSample: s.adaptersSince,
-		Models: s.models, Avoid: s.avoidLocked(now), LastPickAt: s.lastPickAt,
+		Models: s.models, Avoid: s.avoidLocked(now), LastPickAt: s.lastPickAt, PickRate: s.pickRateLocked(now),
 	}
 	if len(s.queue) > 0 {
 		v.OldestWait = now.Sub(s.queue[0].PickedAt)
@@ -182,6 +190,19 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness
 	}
+}
+
+// PickRateWindow is the time constant over which View.PickRate forgets
+// picks: long enough to hold tens of picks of an endpoint that gets a small
+// share, short enough that a share lost minutes ago does not count now.
+const PickRateWindow = 30 * time.Second
+
+// pickRateLocked is the pick rate decayed to now.
+func (s *EndpointState) pickRateLocked(now time.Time) float64 {
+	if !now.After(s.lastPickAt) {
+		return s.pickRate
+	}
+	return s.pickRate * math.Exp(-now.Sub(s.lastPickAt).Seconds()/PickRateWindow.Seconds())
 }
 
 // Picked counts r against the endpoint from now on; r.PickedAt is set to now.
@@ -192,6 +213,7 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 	r.PickedAt = now
 	r.WorkAhead = s.backlog
 	r.predictedTTFT = s.learner.PredictFirstToken(r.WorkAhead+float64(r.UncachedTokens), r.ChunkTokens)
+	s.pickRate = s.pickRateLocked(now) + 1/PickRateWindow.Seconds()
 	s.lastPickAt = latency.Later(s.lastPickAt, now)
 	s.inFlight++
 	s.pendingFirstToken++
@@ -224,6 +246,7 @@ func (s *EndpointState) ObserveFirstToken(r *Request, now time.Time) {
 	s.leavePrefillLocked(r, now)
 	s.learner.ObserveFirstToken(latency.FirstToken{PickedAt: r.PickedAt, At: now, WorkAhead: r.WorkAhead,
 		UncachedTokens: r.UncachedTokens, ChunkTokens: r.ChunkTokens, LoadsAdapter: r.loadsAdapter})
+	s.class.record(s.id, s.learner.Speed())
 }
 
 // leavePrefillLocked removes r's prefill from the pending accounting. Requests
@@ -297,6 +320,7 @@ func (s *EndpointState) endLocked(r *Request, outputTokens int, now time.Time) {
 	s.finishedSince++
 	s.learner.ObserveCompletion(latency.Completion{PickedAt: r.PickedAt, FirstTokenAt: r.firstTokenAt, At: now,
 		TokensSeen: r.tokens, OutputTokens: outputTokens})
+	s.class.record(s.id, s.learner.Speed())
 }
 
 // Speed returns the learned speed.

@@ -18,6 +18,8 @@ type Store struct {
 	nextID   int32
 	priors   latency.Priors
 	onRemove []func(id int32)
+	// classes are the speed classes by accelerator (class.go).
+	classes map[string]*speedClass
 }
 
 // NewStore returns an empty store whose new endpoints start from priors.
@@ -45,6 +47,7 @@ func (s *Store) SetEndpoints(eps []Endpoint) (added, removed []string) {
 	for key, st := range s.byKey {
 		if _, ok := want[key]; !ok {
 			delete(s.byKey, key)
+			st.class.forget(st.id)
 			removed = append(removed, key)
 			removedIDs = append(removedIDs, st.id)
 		}
@@ -53,13 +56,20 @@ func (s *Store) SetEndpoints(eps []Endpoint) (added, removed []string) {
 		if st, ok := s.byKey[key]; ok {
 			if !labelsEqual(st.endpoint.Labels, ep.Labels) {
 				// Views share the labels map, so it is replaced, never mutated.
+				class := s.classOf(ep.Labels)
 				st.mu.Lock()
 				st.endpoint.Labels = ep.Labels
+				if st.class != class {
+					st.class.forget(st.id)
+					st.class = class
+				}
 				st.mu.Unlock()
 			}
 			continue
 		}
-		s.byKey[key] = newEndpointState(s.allocID(), ep, s.priors)
+		st := newEndpointState(s.allocID(), ep, s.priors)
+		st.class = s.classOf(ep.Labels)
+		s.byKey[key] = st
 		added = append(added, key)
 	}
 	s.list = s.list[:0]

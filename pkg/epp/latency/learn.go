@@ -88,13 +88,18 @@ func (l *Learner) PredictFirstToken(work float64, chunkTokens int) time.Duration
 	return time.Duration(Model{ChunkTokens: chunkTokens}.PrefillSeconds(l.speed, work) * float64(time.Second))
 }
 
-// Relax moves the learned figures toward the priors for the time since the
-// last observation (less relaxGrace), when idle says the endpoint has no
-// request of the picker's waiting there; otherwise the clock only advances.
-// The rate moves arithmetically (a collapsed rate of 44 tokens/s is half way
+// Relax moves the learned figures toward target for the time since the last
+// observation (less relaxGrace), when idle says the endpoint has no request
+// of the picker's waiting there; otherwise the clock only advances. The
+// rate moves arithmetically (a collapsed rate of 44 tokens/s is half way
 // back to a prior of 2,000 after a time constant's ln 2, not still near 88),
-// so that an idle endpoint soon looks fast enough to be tried again.
-func (l *Learner) Relax(now time.Time, idle bool) {
+// so that an idle endpoint soon looks fast enough to be tried again. The
+// target is the endpoint's class prior (what endpoints of the same
+// accelerator were measured at, datastore's speed classes), else the
+// learner's own priors: an idle slow GPU that relaxed toward the fleet-wide
+// optimistic prior looked as fast as the fastest and drew bursts it took
+// seconds to prefill.
+func (l *Learner) Relax(now time.Time, idle bool, target Priors) {
 	from := Later(l.relaxedAt, Later(l.lastFirstTokenAt, l.lastStepAt).Add(relaxGrace))
 	if !now.After(l.relaxedAt) {
 		return
@@ -104,7 +109,10 @@ func (l *Learner) Relax(now time.Time, idle bool) {
 		return
 	}
 	keep := math.Exp(-now.Sub(from).Seconds() / relaxSeconds)
-	sp, pr := &l.speed, l.priors
+	sp, pr := &l.speed, target
+	if pr.PrefillTokensPerSecond <= 0 || pr.DecodeStepSeconds <= 0 {
+		pr = l.priors
+	}
 	if sp.PrefillSamples > 0 && l.prefillWork > 0 {
 		sp.PrefillTokensPerSecond = pr.PrefillTokensPerSecond + keep*(sp.PrefillTokensPerSecond-pr.PrefillTokensPerSecond)
 		l.prefillTime = l.prefillWork / sp.PrefillTokensPerSecond
@@ -212,7 +220,7 @@ func (l *Learner) learnPrefill(ft FirstToken, previous time.Time) {
 	l.speed.PrefillSamples++
 	// Blend with the prior while evidence is thin.
 	observed := l.prefillWork / l.prefillTime
-	if n := float64(l.speed.PrefillSamples); n < 3 {
+	if n := float64(l.speed.PrefillSamples); n < MeasuredSamples {
 		observed = (observed*n + l.priors.PrefillTokensPerSecond) / (n + 1)
 	}
 	l.speed.PrefillTokensPerSecond = observed
@@ -238,6 +246,13 @@ func (l *Learner) observeStep(gap float64, now time.Time) {
 	l.lastStepAt = now
 	sp := &l.speed
 	if sp.DecodeSamples == 0 {
+		// The first gap may hold another request's prefill step (seconds on
+		// a slow GPU): taken whole, it became the step, which the median
+		// then needed some seventy tokens to walk back down, and an idle
+		// endpoint showed no tokens to walk it with. Bounded as any later
+		// gap is, by the prior's step; the median climbs from there if the
+		// endpoint really is slower.
+		gap = math.Min(gap, maxGapSlowdown*l.priors.DecodeStepSeconds)
 		sp.DecodeStepSeconds, sp.InterTokenSeconds = gap, gap
 	} else {
 		// A streaming median: the typical step, which the occasional long

@@ -181,3 +181,25 @@ func TestStallDoesNotCollapseRate(t *testing.T) {
 		t.Fatalf("rate %.0f tokens/s after the stall passed, true %.0f", got, rate)
 	}
 }
+
+// TestFirstGapBounded: the first gap an endpoint shows may hold another
+// request's long prefill step. Taken whole as the decode step, a 2 s gap
+// left a 37 ms A10G-like endpoint looking 1.5 s a step after seventeen
+// tokens (a mixed fleet, des), too slow for any pick that would correct it.
+// Bounded, the step is back within 10% of the truth in a few dozen tokens.
+func TestFirstGapBounded(t *testing.T) {
+	const step = 0.037
+	st := endpoint(t)
+	r := &datastore.Request{UncachedTokens: 100, ChunkTokens: 8192}
+	st.Picked(r, at(0))
+	st.ObserveFirstToken(r, at(0.1))
+	now := 2.1 // another request's prefill held the second token 2 s
+	st.ObserveTokens(r, 1, at(now))
+	for range 40 {
+		now += step
+		st.ObserveTokens(r, 1, at(now))
+	}
+	if got := st.Speed().DecodeStepSeconds; math.Abs(got-step)/step > 0.1 {
+		t.Fatalf("decode step %.3f s after 40 steps of %.3f s that followed a 2 s gap", got, step)
+	}
+}

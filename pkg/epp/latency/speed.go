@@ -26,6 +26,14 @@ type Speed struct {
 	RequestSamples     int
 }
 
+// MeasuredSamples is the first tokens after which the prefill rate is the
+// endpoint's own: before, it is blended with the (optimistic) prior.
+const MeasuredSamples = 3
+
+// Measured reports whether both the prefill rate and the decode step come
+// from the endpoint's own observations rather than the priors.
+func (s Speed) Measured() bool { return s.PrefillSamples >= MeasuredSamples && s.DecodeSamples > 0 }
+
 // Priors are the speeds assumed for an endpoint before any observation. They
 // are deliberately optimistic so that a new endpoint receives traffic and is
 // measured quickly.

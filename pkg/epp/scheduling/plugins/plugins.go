@@ -3,6 +3,7 @@ package plugins
 
 import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/fairshare"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/kvcacheutilization"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/labelselector"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/loraaffinity"
@@ -38,6 +39,7 @@ var overEndpoints = map[string]scheduling.Factory{
 	saturation.Type:         saturation.New,
 	modelserved.Type:        modelserved.New,
 	preciseprefixcache.Type: preciseprefixcache.New,
+	fairshare.Type:          fairshare.New,
 }
 
 // NewRegistry returns a registry holding the built-in plugins.

@@ -16,8 +16,8 @@ var needsParameters = map[string]string{"label-selector-filter": `{"matchLabels"
 func TestRegistryBuildsEveryBuiltIn(t *testing.T) {
 	r := plugins.NewRegistry()
 	types := r.Types()
-	if len(types) != 12 {
-		t.Fatalf("%d built-in types registered, want 12: %v", len(types), types)
+	if len(types) != 13 {
+		t.Fatalf("%d built-in types registered, want 13: %v", len(types), types)
 	}
 	for _, typ := range types {
 		p, err := r.New(typ, "", scheduling.Parameters(needsParameters[typ]))
