@@ -50,6 +50,9 @@ type Picker interface {
 // a reroute went to an endpoint the store no longer knows.
 type eppPicker struct {
 	d *director.Director
+	// now is the gateway's clock, for a request that waits in the picker's
+	// queue to be decided again when an endpoint frees up.
+	now func() time.Time
 }
 
 var _ Picker = (*eppPicker)(nil)
@@ -58,8 +61,12 @@ func (e *eppPicker) Resolve(model, base string) (string, string) {
 	return e.d.ResolveModel(model, base)
 }
 
-func (e *eppPicker) Pick(ctx context.Context, req *scheduling.Request, explain bool, now time.Time) (*Pick, *apierror.Error) {
-	res, err := e.d.Schedule(ctx, req, explain, now)
+func (e *eppPicker) Pick(ctx context.Context, req *scheduling.Request, explain bool, _ time.Time) (*Pick, *apierror.Error) {
+	clock := e.now
+	if clock == nil {
+		clock = time.Now
+	}
+	res, err := e.d.ScheduleWaiting(ctx, req, explain, clock)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func newPool(pc PoolConfig, o *Options, c clock, kube *rest.Config, log *slog.Lo
 				return nil, fmt.Errorf("pool %q: %w", pc.Name, err)
 			}
 		}
-		p.picker = &eppPicker{d: d}
+		p.picker = &eppPicker{d: d, now: c.Now}
 		if o.ModelsInterval > 0 {
 			p.lister = &telemetry.ModelLister{Poll: telemetry.Poll{Store: p.store, Interval: c.Wall(o.ModelsInterval),
 				Timeout: c.Wall(o.ModelsTimeout), Now: c.Now}}

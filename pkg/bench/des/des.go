@@ -14,6 +14,7 @@ package des
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -59,6 +60,11 @@ type run struct {
 	flying map[uint64]*flight
 	// deadlines are the client timeouts of routed requests (faults.go).
 	deadlines []deadline
+	// held are the requests the picker holds in its queue, in the order
+	// it took them (policies.Queuing); freed says a pod freed up since
+	// they were last routed.
+	held  []heldRequest
+	freed bool
 
 	scrapeAt []time.Duration
 	snap     sim.Snapshot
@@ -89,6 +95,9 @@ func (b Backend) Run(ctx context.Context, job bench.Job, gen *workload.Generator
 		return err
 	}
 	r.router, r.wants = router, router.Wants()
+	if q, ok := router.(policies.Queuing); ok {
+		q.HoldRequests()
+	}
 	for _, e := range r.pods {
 		e.SetTokenEvents(r.wants.Tokens)
 	}
@@ -119,10 +128,21 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 		if t, ok := r.nextDeadline(); ok {
 			ev.offer(t, "timeout", -1, -1)
 		}
+		if len(r.held) > 0 {
+			ev.offer(r.held[0].deadline, "held", -1, -1)
+		}
 	}
-	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, arrive: r.arrive, inFlight: func() int { return len(r.flying) }}
+	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, arrive: r.arrive,
+		inFlight: func() int { return len(r.flying) + len(r.held) },
+		stepped: func(at time.Duration) {
+			if r.freed {
+				r.routeHeld(at, false)
+			}
+		}}
 	do := func(ev event) (bool, error) {
 		switch ev.kind {
+		case "held":
+			r.routeHeld(ev.at, true)
 		case "scrape":
 			r.scrape(ev.which, ev.at)
 			r.scrapeAt[ev.which] += sc.ScrapeInterval
@@ -142,11 +162,47 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 // arrive routes a released request and submits it to its pod.
 func (r *run) arrive(req *workload.Request) {
 	r.rec.Arrived(req)
-	at := req.Arrival
+	r.route(req, req.Arrival, false)
+}
+
+// heldRequest is a request the picker holds, and when it is to be routed
+// again at the latest.
+type heldRequest struct {
+	req      *workload.Request
+	deadline time.Duration
+}
+
+// routeHeld routes the held requests again, in order, at a pod's freeing
+// up: until one is held again. At the head's deadline (due) only the head
+// is routed again, to be placed or shed.
+func (r *run) routeHeld(at time.Duration, due bool) {
+	r.freed = false
+	for len(r.held) > 0 {
+		h := r.held[0]
+		r.held = r.held[1:]
+		if !r.route(h.req, at, true) || due {
+			return
+		}
+	}
+}
+
+// route routes req at at and submits it to its pod; false when the picker
+// holds it (again, at the head of the held requests, when it was held).
+func (r *run) route(req *workload.Request, at time.Duration, again bool) bool {
 	now := epoch.Add(at)
 	preq := policies.Request{ID: req.ID, Model: req.Model, Adapter: req.Adapter, Prompt: req.Prompt,
 		Tokens: req.Tokens, OutputTokens: req.OutputTokens}
 	pod, ticket, err := r.router.Route(&preq, now)
+	var held *policies.Held
+	if errors.As(err, &held) {
+		h := heldRequest{req: req, deadline: held.Deadline.Sub(epoch)}
+		if again {
+			r.held = slices.Insert(r.held, 0, h)
+		} else {
+			r.held = append(r.held, h)
+		}
+		return false
+	}
 	code := 0
 	if err != nil {
 		code = routeCode(err)
@@ -156,7 +212,7 @@ func (r *run) arrive(req *workload.Request) {
 	if code != 0 {
 		r.rec.Failed(req.ID, at, code)
 		r.gen.Finished(req, at, false)
-		return
+		return true
 	}
 	req.Tokens = nil // the engine keeps block hashes; the prompt text stays for the next turn
 	r.rec.Routed(req.ID, pod)
@@ -165,6 +221,7 @@ func (r *run) arrive(req *workload.Request) {
 	// Submit may complete steps ending at this instant; their events wait for the
 	// pod's next Advance, which the loop makes before anything later happens.
 	r.handle(r.pods[pod].Advance(at))
+	return true
 }
 
 // newPods makes the scenario's pods for seed, in PodConfigs order, and
@@ -203,16 +260,19 @@ func (r *run) handle(events []sim.Event) {
 		switch ev.Kind {
 		case sim.EventFirstToken:
 			f.started = true
+			r.freed = true
 			r.rec.FirstToken(ev.RequestID, ev.Time)
 			r.router.ObserveFirstToken(f.ticket, now)
 		case sim.EventToken:
 			r.router.ObserveTokens(f.ticket, 1, now)
 		case sim.EventFinish:
+			r.freed = true
 			r.rec.Finished(ev.RequestID, ev.Time, ev.Tokens, ev.PromptTokens, ev.CachedTokens)
 			r.router.ObserveCompletion(f.ticket, ev.Tokens, now)
 			delete(r.flying, ev.RequestID)
 			r.gen.Finished(f.req, ev.Time, true)
 		case sim.EventFailed: // the pod crashed: the connection was reset
+			r.freed = true
 			r.router.ObserveFailure(f.ticket, director.Failure{}, now)
 			r.fail(f, ev.Time, bench.CodeNoResponse)
 		}

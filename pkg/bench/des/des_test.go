@@ -11,6 +11,7 @@ import (
 	"github.com/igw-dev/igw/pkg/bench/policies"
 	"github.com/igw-dev/igw/pkg/bench/scenario"
 	"github.com/igw-dev/igw/pkg/bench/scenario/scenariotest"
+	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/sim"
 	"github.com/igw-dev/igw/pkg/tokenizer"
@@ -236,5 +237,37 @@ func TestGlobalPolicyNeedsClusters(t *testing.T) {
 	// A single-cluster policy runs the members' pods as one cluster.
 	if m := run(t, sc, policies.IGW, 1).Metrics; m.Completed == 0 || m.Failed != 0 {
 		t.Fatalf("igw on the merged fleet: %+v", m)
+	}
+}
+
+// Past the fleet's capacity, igw's picker holds a request in its queue
+// while every pod is over its bounds, and routes it again when one frees
+// up (waiting up to the whole wait bound here): the excess is shed with 429
+// and nothing else, and what is served, held or not, keeps the first-token
+// SLO.
+func TestOverloadIsHeldThenShedWith429(t *testing.T) {
+	sc := scenariotest.Parse(t, "overload", `
+name: overload
+duration: 20s
+warmup: 2s
+fleet:
+  - {name: h100, replicas: 2, gpu: H100, model: llama-3.1-8b, maxNumSeqs: 256}
+workload:
+  arrival: {type: poisson, rate: 60}
+  input:  {dist: lognormal, median: 1500, sigma: 0.8, min: 16, max: 8000}
+  output: {dist: lognormal, median: 100, sigma: 0.6, min: 1, max: 400}
+slo: {ttft: 2s, tpot: 100ms}
+`)
+	backend := des.Backend{IGWConfig: config.Default + "admission: {queue: {maxRequests: 64, maxBytes: 1048576, maxWaitSeconds: 1.5}}\n"}
+	o, err := bench.RunJob(context.Background(), backend, bench.Job{Scenario: sc, Policy: policies.IGW, Seed: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := o.Metrics
+	if m.FailedByCode["429"] == 0 || m.Failed != m.FailedByCode["429"] {
+		t.Fatalf("failures %v by code %v: want 429s only", m.Failed, m.FailedByCode)
+	}
+	if m.Completed == 0 || m.TTFTP99 > 2 {
+		t.Fatalf("completed %v with P99 TTFT %.2f s: want the served within the 2 s SLO", m.Completed, m.TTFTP99)
 	}
 }

@@ -38,6 +38,8 @@ type eventLoop struct {
 	handle   func([]sim.Event)
 	arrive   func(*workload.Request)
 	inFlight func() int
+	// stepped, when set, follows the handling of a pod's step end.
+	stepped func(at time.Duration)
 	// giveUpAfter, when set, fails the run once an event comes this long
 	// after the end of arrivals: requests are stuck in flight.
 	giveUpAfter time.Duration
@@ -85,6 +87,9 @@ func (l *eventLoop) run(ctx context.Context, progress func(float64), offer func(
 			baseline = l.counters(ev.at)
 		case "step":
 			l.handle(l.pods[ev.which].Advance(ev.at))
+			if l.stepped != nil {
+				l.stepped(ev.at)
+			}
 		case "arrival":
 			l.arrive(l.gen.Pop())
 		default:

@@ -52,7 +52,13 @@ type eppRouter struct {
 	events *eventFeed
 	// staleness is the telemetry age beyond which an endpoint is not fresh.
 	staleness time.Duration
+	// places are the held requests' places in the picker's queue, by
+	// request ID; nil while holding is off (HoldRequests).
+	places map[uint64]*director.Place
 }
+
+// HoldRequests implements Queuing.
+func (r *eppRouter) HoldRequests() { r.places = map[uint64]*director.Place{} }
 
 // StalenessFor is the telemetry age after which the picker treats an endpoint
 // as stale: the production default (200 ms), or four scrapes when they are
@@ -125,7 +131,19 @@ func (r *eppRouter) Route(req *Request, now time.Time) (int, Ticket, error) {
 		r.events.feed.Advance(now)
 		sreq.TokenIDs = req.Tokens // the tokens the servers hash
 	}
-	res, apiErr := r.d.Schedule(r.ctx, &sreq, false, now)
+	if r.places == nil {
+		res, apiErr := r.d.Schedule(r.ctx, &sreq, false, now)
+		if apiErr != nil {
+			return -1, nil, apiErr
+		}
+		return r.podOf[res.Primary], res, nil
+	}
+	res, place, apiErr := r.d.ScheduleQueued(r.ctx, &sreq, false, now, r.places[req.ID])
+	if place != nil {
+		r.places[req.ID] = place
+		return -1, nil, &Held{Deadline: place.Deadline}
+	}
+	delete(r.places, req.ID)
 	if apiErr != nil {
 		return -1, nil, apiErr
 	}

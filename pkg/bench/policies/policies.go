@@ -105,6 +105,25 @@ type Retrier interface {
 	Retry(t Ticket, f director.Failure, now time.Time) (pod int, next Ticket, ok bool)
 }
 
+// Queuing is a Router whose picker can hold a request in its own queue
+// while every pod is over its load bounds. HoldRequests turns that on: Route
+// then answers such a request with a *Held error, and the backend routes the
+// same request again when a pod frees up (a first token, an end) and at the
+// held deadline, in the order they were held.
+type Queuing interface {
+	HoldRequests()
+}
+
+// Held is Route's answer for a request the picker holds in its queue.
+type Held struct {
+	// Deadline is when, still held, it is to be routed again to be shed.
+	Deadline time.Time
+}
+
+func (h *Held) Error() string {
+	return "held in the picker's queue until " + h.Deadline.Format(time.RFC3339Nano)
+}
+
 // Pod describes one pod to a router.
 type Pod struct {
 	// Key is the pod's "ip:port".

@@ -24,23 +24,23 @@ func TestOverloadBoundsShedAtAnyPriority(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
 	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.04
 	saturated := []*datastore.View{view(5, 0), view(6, 0)}
-	if d := p.Decide(saturated, -1, 1000, m); !d.Shed || d.RetryAfterSeconds < 1 {
+	if d := p.Decide(saturated, -1, 1000, 0, m); !d.Shed || d.RetryAfterSeconds < 1 {
 		t.Errorf("priority -1 on a saturated fleet: %+v", d)
 	}
-	if d := p.Decide(saturated, 0, 1000, m); d.Shed {
+	if d := p.Decide(saturated, 0, 1000, 0, m); d.Shed {
 		t.Errorf("priority 0 on a saturated but not overloaded fleet: %+v", d)
 	}
 	overloaded := []*datastore.View{view(500, 0), view(100, 0.01)}
-	d := p.Decide(overloaded, 0, 1000, m)
+	d := p.Decide(overloaded, 0, 1000, 0, m)
 	if !d.Shed || d.RetryAfterSeconds < 1 || d.RetryAfterSeconds > p.MaxRetryAfterSeconds {
 		t.Errorf("priority 0 on an overloaded fleet: %+v", d)
 	}
-	if d := p.Decide(append(overloaded, view(0, 0.01)), 10, 1000, m); d.Shed {
+	if d := p.Decide(append(overloaded, view(0, 0.01)), 10, 1000, 0, m); d.Shed {
 		t.Errorf("one endpoint with room: %+v", d)
 	}
 	off := p
 	off.MaxWaitSeconds, off.MaxInterTokenSeconds = 0, 0
-	if d := off.Decide(overloaded, 0, 1000, m); d.Shed {
+	if d := off.Decide(overloaded, 0, 1000, 0, m); d.Shed {
 		t.Errorf("bounds off: %+v", d)
 	}
 }
@@ -53,19 +53,19 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.06
 	slow, idleSlow, fast := view(0, 0.2), view(0, 0.2), view(0, 0.01)
 	slow.InFlight, fast.InFlight = 3, 3
-	if d := p.Decide([]*datastore.View{slow, idleSlow}, 0, 1000, m); d.Shed {
+	if d := p.Decide([]*datastore.View{slow, idleSlow}, 0, 1000, 0, m); d.Shed {
 		t.Errorf("shed with an idle endpoint: %+v", d)
 	}
-	if d := p.Decide([]*datastore.View{slow, slow}, 0, 1000, m); !d.Shed {
+	if d := p.Decide([]*datastore.View{slow, slow}, 0, 1000, 0, m); !d.Shed {
 		t.Errorf("not shed with every endpoint decoding at 0.2 s a token: %+v", d)
 	}
-	got := p.WithinBounds([]*datastore.View{slow, idleSlow, fast}, 1000, m, nil, nil)
+	got := p.WithinBounds([]*datastore.View{slow, idleSlow, fast}, 1000, 0, m, nil, nil)
 	if len(got) != 2 || got[0] != idleSlow || got[1] != fast {
 		t.Errorf("within bounds: %d endpoints, want the idle one and the fast one", len(got))
 	}
 	waiting := view(0, 0.01)
 	waiting.OldestWait = 2 * time.Second
-	if d := p.Decide([]*datastore.View{waiting}, 0, 1000, m); !d.Shed {
+	if d := p.Decide([]*datastore.View{waiting}, 0, 1000, 0, m); !d.Shed {
 		t.Errorf("a request waiting 2 s there already: not shed")
 	}
 }
@@ -77,7 +77,7 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
 	base := view(500, 0.2)
 	base.InFlight, base.OldestWait = 40, 5*time.Second
-	if d := p.Decide([]*datastore.View{base}, 0, 1000, m); !d.Shed {
+	if d := p.Decide([]*datastore.View{base}, 0, 1000, 0, m); !d.Shed {
 		t.Fatalf("a base-model endpoint past both default bounds: not shed")
 	}
 	running, waiting, sent := *base, *base, *base
@@ -85,10 +85,10 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 	waiting.Metrics.WaitingAdapters = []string{"b"}
 	sent.AdaptersSinceSample = []string{"c"}
 	for name, v := range map[string]*datastore.View{"running": &running, "waiting": &waiting, "sent since the sample": &sent} {
-		if d := p.Decide([]*datastore.View{v}, 0, 1000, m); d.Shed {
+		if d := p.Decide([]*datastore.View{v}, 0, 1000, 0, m); d.Shed {
 			t.Errorf("adapter %s: shed %+v", name, d)
 		}
-		if got := p.WithinBounds([]*datastore.View{v}, 1000, m, nil, nil); len(got) != 1 {
+		if got := p.WithinBounds([]*datastore.View{v}, 1000, 0, m, nil, nil); len(got) != 1 {
 			t.Errorf("adapter %s: not within the bounds", name)
 		}
 	}
@@ -121,16 +121,56 @@ func TestInterTokenBoundKeepsTheEndpointHoldingThePrompt(t *testing.T) {
 		v.InFlight = 40
 	}
 	prefill := uncached{holder: 16, other: 7200, fast: 7200, waitingHolder: 16}
-	got := p.WithinBounds([]*datastore.View{holder, other, fast, waitingHolder}, 7200, m, prefill, nil)
+	got := p.WithinBounds([]*datastore.View{holder, other, fast, waitingHolder}, 7200, 0, m, prefill, nil)
 	if len(got) != 2 || got[0] != fast || got[1] != holder {
 		t.Errorf("within bounds: %d endpoints, want the fast one and the one holding the prompt", len(got))
 	}
 	prefill[fast] = 16
-	got = p.WithinBounds([]*datastore.View{holder, other, fast, waitingHolder}, 7200, m, prefill, nil)
+	got = p.WithinBounds([]*datastore.View{holder, other, fast, waitingHolder}, 7200, 0, m, prefill, nil)
 	if len(got) != 1 || got[0] != fast {
 		t.Errorf("within bounds with the fast one holding the prompt too: %d endpoints, want it alone", len(got))
 	}
-	if got := p.WithinBounds([]*datastore.View{holder, other}, 7200, m, prefill, nil); len(got) != 0 {
+	if got := p.WithinBounds([]*datastore.View{holder, other}, 7200, 0, m, prefill, nil); len(got) != 0 {
 		t.Errorf("every endpoint past a bound: %d within, want none", len(got))
+	}
+}
+
+// A request waits in the picker's queue only when every candidate is over
+// the bounds (not for its priority alone), the queue is on and its budget is
+// not spent; the time it waited counts against the wait bound.
+func TestQueueDecisions(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel
+	overloaded := []*datastore.View{view(500, 0), view(400, 0)}
+	if d := p.Decide(overloaded, 0, 1000, 0, m); !d.Shed || !d.Queue {
+		t.Errorf("overloaded fleet: %+v, want shed to the queue", d)
+	}
+	if d := p.Decide(overloaded, 0, 1000, p.QueueWaitSeconds(), m); !d.Shed || d.Queue {
+		t.Errorf("budget spent: %+v, want shed outright", d)
+	}
+	off := p
+	off.Queue.MaxRequests = 0
+	if d := off.Decide(overloaded, 0, 1000, 0, m); !d.Shed || d.Queue {
+		t.Errorf("queue off: %+v", d)
+	}
+	saturated := []*datastore.View{view(5, 0)}
+	if d := p.Decide(saturated, -1, 1000, 0, m); !d.Shed || d.Queue {
+		t.Errorf("a low priority on a saturated fleet: %+v, want shed outright", d)
+	}
+	// 0.5 s of work ahead: within the 1.5 s bound fresh, over it after 1.2 s in the queue.
+	half := []*datastore.View{view(10, 0)}
+	if d := p.Decide(half, 0, 1000, 0, m); d.Shed {
+		t.Errorf("0.5 s ahead: %+v", d)
+	}
+	if d := p.Decide(half, 0, 1000, 1.2, m); !d.Shed {
+		t.Errorf("0.5 s ahead after 1.2 s in the queue: %+v, want over the bound", d)
+	}
+	short := p
+	short.Queue.MaxWaitSeconds = 0.25
+	if got := short.QueueWaitSeconds(); got != 0.25 {
+		t.Errorf("queue wait %v, want its own 0.25 s", got)
+	}
+	short.Queue.MaxWaitSeconds = 5
+	if got := short.QueueWaitSeconds(); got != p.MaxWaitSeconds {
+		t.Errorf("queue wait %v, want at most the wait bound %v", got, p.MaxWaitSeconds)
 	}
 }

@@ -36,6 +36,10 @@
 //	  maxInterTokenSeconds: 0.06 # ... or tokens come further apart there; when every endpoint
 //	                          # is overloaded any request gets 429 (0 turns a bound off;
 //	                          # endpoints serving LoRA adapters are never judged by them)
+//	  queue:                  # the picker's own queue: a request that finds every endpoint
+//	    maxRequests: 256      # overloaded waits there for one to come within the bounds, at
+//	    maxBytes: 67108864    # most maxWaitSeconds; past these bounds it gets 429 at once
+//	                          # (maxRequests 0 turns the queue off)
 //	baseModels: []            # model names that are not LoRA adapters (else: x-gateway-base-model-name decides)
 //	trust:                    # request headers the picker acts on; a client can send any
 //	                          # header, so each is off until a trusted source is the only one
@@ -124,6 +128,15 @@ type AdmissionSpec struct {
 	// SLO is the route's promise, which the overload bounds follow unless
 	// they are set themselves.
 	SLO *admission.SLO `json:"slo,omitempty"`
+	// Queue bounds the picker's own queue.
+	Queue *QueueSpec `json:"queue,omitempty"`
+}
+
+// QueueSpec bounds the picker's queue; omitted fields keep their defaults.
+type QueueSpec struct {
+	MaxRequests    *int     `json:"maxRequests,omitempty"`
+	MaxBytes       *int64   `json:"maxBytes,omitempty"`
+	MaxWaitSeconds *float64 `json:"maxWaitSeconds,omitempty"`
 }
 
 // DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
@@ -297,8 +310,16 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		}
 		setIf(&pl.Admission.MaxWaitSeconds, a.MaxWaitSeconds)
 		setIf(&pl.Admission.MaxInterTokenSeconds, a.MaxInterTokenSeconds)
+		if q := a.Queue; q != nil {
+			setIf(&pl.Admission.Queue.MaxRequests, q.MaxRequests)
+			setIf(&pl.Admission.Queue.MaxBytes, q.MaxBytes)
+			setIf(&pl.Admission.Queue.MaxWaitSeconds, q.MaxWaitSeconds)
+		}
 		if err := pl.Admission.Validate(); err != nil {
 			return nil, fmt.Errorf("admission: %w", err)
+		}
+		if err := pl.Admission.Queue.Validate(); err != nil {
+			return nil, fmt.Errorf("admission: %w (0 requests turns the queue off)", err)
 		}
 		if pl.Admission.MaxRetryAfterSeconds < 1 {
 			return nil, fmt.Errorf("admission: maxRetryAfterSeconds must be at least 1")

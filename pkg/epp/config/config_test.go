@@ -32,7 +32,8 @@ picker: weighted-random-picker
 fallbacks: 3
 prefix: {blockTokens: 64, maxBlocks: 128}
 latency: {chunkTokens: 2048, kvPressureThreshold: 0.8, kvPressureFactor: 2}
-admission: {queueDepth: 10, shedBelowPriority: 1, maxWaitSeconds: 2, maxInterTokenSeconds: 0}
+admission: {queueDepth: 10, shedBelowPriority: 1, maxWaitSeconds: 2, maxInterTokenSeconds: 0,
+  queue: {maxRequests: 64, maxBytes: 1048576, maxWaitSeconds: 0.5}}
 baseModels: [llama]
 `
 
@@ -55,7 +56,8 @@ func TestBuildFull(t *testing.T) {
 		t.Fatalf("pipeline %+v", p)
 	}
 	if !p.Admission.Enabled || p.Admission.QueueDepth != 10 || p.Admission.ShedBelowPriority != 1 || p.Admission.KVCacheUtilization != 0.8 ||
-		p.Admission.MaxWaitSeconds != 2 || p.Admission.MaxInterTokenSeconds != 0 {
+		p.Admission.MaxWaitSeconds != 2 || p.Admission.MaxInterTokenSeconds != 0 ||
+		p.Admission.Queue != (admission.QueueBounds{MaxRequests: 64, MaxBytes: 1 << 20, MaxWaitSeconds: 0.5}) {
 		t.Fatalf("admission %+v", p.Admission)
 	}
 	if len(p.BaseModels) != 1 {
@@ -94,6 +96,9 @@ func TestRejects(t *testing.T) {
 		"admission":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
 		"admission wait":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {maxWaitSeconds: -1}",
 		"admission slo":    "scorers: [{plugin: queue, weight: 1}]\nadmission: {slo: {ttftSeconds: 2, tpotSeconds: 0}}",
+		"queue requests":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: -1}}",
+		"queue bytes":      "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: 8, maxBytes: 0}}",
+		"queue wait":       "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxWaitSeconds: -0.5}}",
 		"not yaml":         "scorers: [",
 		"wrong type":       "scorers: {plugin: queue}",
 		"negative block":   "scorers: [{plugin: queue, weight: 1}]\nprefix: {blockTokens: -1}",

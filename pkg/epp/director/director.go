@@ -105,6 +105,9 @@ type Director struct {
 	fleetBlockTokens atomic.Int32
 
 	cycles scheduling.CyclePool[cycle]
+	// queue is where requests wait while every endpoint is over the
+	// admission bounds (ScheduleQueued).
+	queue waitQueue
 }
 
 type cycle struct {
@@ -214,13 +217,23 @@ type Result struct {
 	// Endpoint and Request are the accounting of the pick, for the Observe methods.
 	Endpoint *datastore.EndpointState
 	Request  *datastore.Request
+	// place is the request's place in the picker's queue (ReasonQueued).
+	place *Place
 }
 
 // Schedule picks endpoints for req at now. On success the pick already counts
 // against the destination; the caller reports what becomes of it (Lifecycle)
 // and must end it with ObserveCompletion or ObserveFailure.
 // explain asks for a score breakdown.
+// A request every endpoint is over the admission bounds for is shed at
+// once; ScheduleQueued lets it wait for one instead.
 func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explain bool, now time.Time) (*Result, *apierror.Error) {
+	return d.schedule(ctx, req, explain, now, nil, false)
+}
+
+// schedule is Schedule for a request holding place in the queue (nil:
+// none yet); queuing says whether it may wait there.
+func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explain bool, now time.Time, place *Place, queuing bool) (*Result, *apierror.Error) {
 	if err := ctx.Err(); err != nil {
 		return &Result{Reason: ReasonCanceled}, apierror.Unavailable("request canceled before scheduling: %v", err)
 	}
@@ -259,9 +272,13 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	if len(c.cands) == 0 {
 		return &Result{Reason: ReasonAllStale}, apierror.Unavailable("no endpoint has fresh telemetry")
 	}
-	if dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, p.Latency); dec.Shed {
-		return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
-			"every model server is saturated; requests of priority %d are shed, retry in %d s", req.Priority, dec.RetryAfterSeconds)
+	var waited float64
+	if place != nil {
+		waited = now.Sub(place.Since).Seconds()
+	}
+	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency)
+	if dec.Shed {
+		return d.queueOrShed(p, dec, req, now, place, queuing)
 	}
 	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
 	// the configured filters leave nothing else.
@@ -272,7 +289,7 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, explai
 	var ranking []int
 	if h := healthy(c.cands); h != nil {
 		h = p.Profile.Filter(c.Cycle, h)
-		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, p.Latency, c.Cycle, c.within[:0]); len(c.within) > 0 {
+		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, waited, p.Latency, c.Cycle, c.within[:0]); len(c.within) > 0 {
 			h = c.within
 		}
 		survivors, ranking = p.Profile.Run(c.Cycle, h)

@@ -44,6 +44,7 @@ var _ Lifecycle[*Result] = (*Director)(nil)
 // ObserveFirstToken reports the first output token of a scheduled request.
 func (d *Director) ObserveFirstToken(r *Result, now time.Time) {
 	r.Endpoint.ObserveFirstToken(r.Request, now)
+	d.queue.wake()
 }
 
 // ObserveTokens reports n more output tokens arriving together at now.
@@ -57,6 +58,7 @@ func (d *Director) ObserveTokens(r *Result, n int, now time.Time) {
 // index is charged alike.
 func (d *Director) ObserveCompletion(r *Result, outputTokens int, now time.Time) {
 	r.Endpoint.ObserveCompletion(r.Request, outputTokens, now)
+	d.queue.wake()
 	if p := d.pipeline.Load(); p != nil && outputTokens > 0 {
 		d.index.Consume(r.Endpoint.ID(), outputTokens/d.blockTokens(p))
 	}
@@ -68,6 +70,7 @@ func (d *Director) ObserveCompletion(r *Result, outputTokens int, now time.Time)
 // endpoint (datastore/health.go).
 func (d *Director) ObserveFailure(r *Result, f Failure, now time.Time) {
 	r.Endpoint.ObserveFailure(r.Request, f.Status, now)
+	d.queue.wake()
 }
 
 // Reroute moves r, which failed with f before any byte of a response reached

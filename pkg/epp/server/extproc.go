@@ -286,7 +286,7 @@ func (s *ExtProc) route(srv extprocv3.ExternalProcessor_ProcessServer, x *exchan
 		}
 	}
 	start := s.now()
-	res, err := s.Director.Schedule(srv.Context(), req, x.debug, start)
+	res, err := s.Director.ScheduleWaiting(srv.Context(), req, x.debug, s.now)
 	req.Prompt, req.Body = "", nil // they share the scratch memory, which is about to be reused
 	if s.Metrics != nil {
 		took := s.now().Sub(start)

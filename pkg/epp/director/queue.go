@@ -1,0 +1,177 @@
+package director
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/igw-dev/igw/pkg/apierror"
+	"github.com/igw-dev/igw/pkg/epp/admission"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
+)
+
+// ReasonQueued counts a decision that left the request waiting in the
+// picker's queue (it is decided again when an endpoint frees up).
+const ReasonQueued = "queued"
+
+// Place is a request's place in the picker's queue: it waits there, its
+// body held, for an endpoint to come within the admission bounds, until its
+// Deadline, when it is shed (its first token could no longer come in time).
+type Place struct {
+	// Since is when the request entered the queue; Deadline when it must leave.
+	Since, Deadline time.Time
+	bytes           int64
+	q               *waitQueue
+}
+
+// Leave gives the place up (a nil place or one left already is a no-op).
+func (pl *Place) Leave() {
+	if pl == nil || pl.q == nil {
+		return
+	}
+	pl.q.leave(pl.bytes)
+	pl.q = nil
+}
+
+// waitQueue counts the requests waiting in the picker and their bytes, and
+// wakes them when an endpoint frees up.
+type waitQueue struct {
+	mu       sync.Mutex
+	requests int
+	bytes    int64
+	// waiting mirrors requests for the response path, which wakes the
+	// queue only while someone waits there.
+	waiting atomic.Int32
+	// freed is closed (and replaced) when an endpoint frees up.
+	freed chan struct{}
+}
+
+// enter takes a place for a request of bytes at now within bounds; nil when
+// it would breach them.
+func (q *waitQueue) enter(bytes int64, bounds admission.QueueBounds, now time.Time, maxWait time.Duration) *Place {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.requests+1 > bounds.MaxRequests || q.bytes+bytes > bounds.MaxBytes {
+		return nil
+	}
+	q.requests++
+	q.bytes += bytes
+	q.waiting.Store(int32(q.requests))
+	return &Place{Since: now, Deadline: now.Add(maxWait), bytes: bytes, q: q}
+}
+
+func (q *waitQueue) leave(bytes int64) {
+	q.mu.Lock()
+	q.requests--
+	q.bytes -= bytes
+	q.waiting.Store(int32(q.requests))
+	q.mu.Unlock()
+}
+
+// occupied reports whether any request waits.
+func (q *waitQueue) occupied() bool { return q.waiting.Load() > 0 }
+
+// wake tells the waiting requests an endpoint freed up.
+func (q *waitQueue) wake() {
+	if !q.occupied() {
+		return
+	}
+	q.mu.Lock()
+	if q.freed != nil {
+		close(q.freed)
+		q.freed = nil
+	}
+	q.mu.Unlock()
+}
+
+// freedChan is closed when an endpoint next frees up.
+func (q *waitQueue) freedChan() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.freed == nil {
+		q.freed = make(chan struct{})
+	}
+	return q.freed
+}
+
+// Queued reports whether a request waits in the picker's queue.
+func (d *Director) Queued() bool { return d.queue.occupied() }
+
+// Freed is closed when an endpoint next frees up (a pick's first token, or
+// its end), for a request waiting in the queue to be decided again.
+func (d *Director) Freed() <-chan struct{} { return d.queue.freedChan() }
+
+// ScheduleQueued is Schedule for a caller that can hold a request while it
+// waits in the picker's queue. place is nil on the first call. When every
+// endpoint is over the admission bounds, the request has time left to wait
+// and the queue has room for it, the result's Reason is ReasonQueued and the
+// returned place is the request's: the caller calls again with it when
+// Freed is closed or at its Deadline. Otherwise the request leaves the
+// queue and the result is Schedule's: a pick, or an error (429 when the
+// queue is full or the request waited its time out). A request arriving
+// while others wait is decided as they are: the queue holds what the fleet
+// cannot take now, it does not hold back what it can.
+func (d *Director) ScheduleQueued(ctx context.Context, req *scheduling.Request, explain bool, now time.Time, place *Place) (*Result, *Place, *apierror.Error) {
+	res, err := d.schedule(ctx, req, explain, now, place, true)
+	if res != nil && res.Reason == ReasonQueued {
+		return res, res.place, nil
+	}
+	if res != nil {
+		res.place.Leave()
+		res.place = nil
+	}
+	place.Leave()
+	return res, nil, err
+}
+
+// ScheduleWaiting schedules req, holding it in the picker's queue while
+// every endpoint is overloaded (ScheduleQueued), woken when an endpoint
+// frees up and at its deadline; now is the clock (its durations are taken
+// as the wall clock's for the deadline's timer).
+func (d *Director) ScheduleWaiting(ctx context.Context, req *scheduling.Request, explain bool, now func() time.Time) (*Result, *apierror.Error) {
+	var place *Place
+	for {
+		res, next, err := d.ScheduleQueued(ctx, req, explain, now(), place)
+		if next == nil {
+			return res, err
+		}
+		place = next
+		freed := d.Freed()
+		timer := time.NewTimer(place.Deadline.Sub(now()))
+		select {
+		case <-freed:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// queueOrShed is the decision for a request that every endpoint is over
+// the bounds for: a place in the queue when the decision allows it and
+// there is room, else a 429.
+func (d *Director) queueOrShed(p *Pipeline, dec admission.Decision, req *scheduling.Request, now time.Time, place *Place, queuing bool) (*Result, *apierror.Error) {
+	if queuing && dec.Queue {
+		if place == nil {
+			place = d.enterQueue(p, req, now)
+		}
+		if place != nil {
+			return &Result{Reason: ReasonQueued, place: place}, nil
+		}
+		return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
+			"every model server is over its load bounds and the picker's queue is full; retry in %d s", dec.RetryAfterSeconds)
+	}
+	if place != nil {
+		return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
+			"no model server came within its load bounds in time for the first token; retry in %d s", dec.RetryAfterSeconds)
+	}
+	return &Result{Reason: ReasonShed}, apierror.RateLimited(dec.RetryAfterSeconds,
+		"every model server is saturated; requests of priority %d are shed, retry in %d s", req.Priority, dec.RetryAfterSeconds)
+}
+
+// enterQueue takes a place in the queue for req at now, nil when there is no room.
+func (d *Director) enterQueue(p *Pipeline, req *scheduling.Request, now time.Time) *Place {
+	maxWait := time.Duration(p.Admission.QueueWaitSeconds() * float64(time.Second))
+	return d.queue.enter(int64(max(len(req.Body), len(req.Prompt))), p.Admission.Queue, now, maxWait)
+}
