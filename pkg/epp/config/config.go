@@ -37,9 +37,9 @@
 //	                          # is overloaded any request gets 429 (0 turns a bound off;
 //	                          # endpoints serving LoRA adapters are never judged by them)
 //	  queue:                  # the picker's own queue: a request that finds every endpoint
-//	    maxRequests: 256      # overloaded waits there for one to come within the bounds, at
-//	    maxBytes: 67108864    # most maxWaitSeconds; past these bounds it gets 429 at once
-//	                          # (maxRequests 0 turns the queue off)
+//	    maxRequests: 8        # overloaded waits there for one to come within the bounds;
+//	    maxBytes: 33554432    # past these bounds it gets 429 at once (maxRequests 0: no queue)
+//	    maxWaitSeconds: 0.25  # at most this long (1/8 of ttft), taken from its maxWaitSeconds
 //	baseModels: []            # model names that are not LoRA adapters (else: x-gateway-base-model-name decides)
 //	trust:                    # request headers the picker acts on; a client can send any
 //	                          # header, so each is off until a trusted source is the only one
