@@ -136,13 +136,23 @@ func TestInterTokenBoundKeepsTheEndpointHoldingThePrompt(t *testing.T) {
 }
 
 // A request waits in the picker's queue only when every candidate is over
-// the bounds (not for its priority alone), the queue is on and its budget is
-// not spent; the time it waited counts against the wait bound.
+// the bounds (not for its priority alone), the soonest start is over the
+// wait bound by less than the time it may still wait there, the queue is on
+// and its budget is not spent; the time it waited counts against the wait
+// bound.
 func TestQueueDecisions(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
-	overloaded := []*datastore.View{view(500, 0), view(400, 0)}
+	// 1.64 and 1.70 s ahead: over the 1.5 s bound by less than the 0.25 s
+	// the request may wait in the queue.
+	overloaded := []*datastore.View{view(32, 0), view(33, 0)}
 	if d := p.Decide(overloaded, 0, 1000, 0, m); !d.Shed || !d.Queue {
 		t.Errorf("overloaded fleet: %+v, want shed to the queue", d)
+	}
+	if d := p.Decide(overloaded, 0, 1000, 0.2, m); !d.Shed || d.Queue {
+		t.Errorf("1.64 s ahead after 0.2 s in the queue: %+v, want shed outright", d)
+	}
+	if d := p.Decide([]*datastore.View{view(500, 0), view(400, 0)}, 0, 1000, 0, m); !d.Shed || d.Queue {
+		t.Errorf("a fleet far over the bounds (20 s and more ahead): %+v, want shed outright", d)
 	}
 	if d := p.Decide(overloaded, 0, 1000, p.QueueWaitSeconds(), m); !d.Shed || d.Queue {
 		t.Errorf("budget spent: %+v, want shed outright", d)

