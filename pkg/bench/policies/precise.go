@@ -36,24 +36,11 @@ type KVEventReceiver interface {
 var LLMDPreciseConfig = blendConfig(`{name: prefix, type: precise-prefix-cache, parameters: {blockSize: 16, minMatchTokens: 16}}`)
 
 // IGWPreciseConfig is igw's default configuration (config.Default) plus the
-// precise prefix-cache scorer at weight 1, ahead of predicted-latency: where
-// a pod's events are exact, the scorer sets the cycle's cached tokens, so
-// that the latency prediction prices the prefill really left. It is not
-// igw's default: on the Mooncake traces it raises the prefix-cache hit rate
-// at the trace's rate, not the capacity under SLO.
-const IGWPreciseConfig = `
-plugins:
-- name: predicted-latency
-  type: predicted-latency
-  parameters: {prefillWorkWeight: 1}
-- {name: precise, type: precise-prefix-cache, parameters: {blockSize: 16}}
-filters: [model-served-filter]
-scorers:
-- {plugin: precise, weight: 1}
-- {plugin: predicted-latency, weight: 1}
-- {plugin: running-requests, weight: 0.2}
-picker: max-score-picker
-`
+// precise prefix-cache scorer at weight 1, ahead of predicted-latency
+// (preciseprefixcache.DefaultConfig), its blocks the servers' 16 tokens. It
+// is not igw's default: on the Mooncake traces it raises the prefix-cache hit
+// rate at the trace's rate, not the capacity under SLO.
+var IGWPreciseConfig = preciseprefixcache.DefaultConfig(`{blockSize: 16}`)
 
 // eventFeed is a router's exact index: a kvevents hub (no subscribers: the
 // backend delivers in process) fed after the fleet's event delay.

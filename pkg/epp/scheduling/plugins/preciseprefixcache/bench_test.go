@@ -24,21 +24,7 @@ import (
 // IGWPreciseConfig: igw's default with the precise scorer ahead of
 // predicted-latency, which then prices the prefill an exact pod really has
 // left), tokenizing as the simulator does.
-const withPrecise = `
-plugins:
-- name: predicted-latency
-  type: predicted-latency
-  parameters: {prefillWorkWeight: 1}
-- name: precise
-  type: precise-prefix-cache
-  parameters: {tokenizers: {"*": test-bytes4}}
-filters: [model-served-filter]
-scorers:
-- {plugin: precise, weight: 1}
-- {plugin: predicted-latency, weight: 1}
-- {plugin: running-requests, weight: 0.2}
-picker: max-score-picker
-`
+var withPrecise = preciseprefixcache.DefaultConfig(`{tokenizers: {"*": test-bytes4}}`)
 
 // fleet is a director over n endpoints; with the precise scorer, its hub is
 // fed the blocks every pick puts on its endpoint, as the servers would report.

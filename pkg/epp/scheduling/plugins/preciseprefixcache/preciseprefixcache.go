@@ -67,6 +67,28 @@ type Parameters struct {
 	ReplayTimeoutSeconds float64 `json:"replayTimeoutSeconds"`
 }
 
+// DefaultConfig is igw's default configuration (pkg/epp/config.Default) with
+// the precise scorer added at weight 1, ahead of predicted-latency, given its
+// parameters as a YAML flow mapping ("{blockSize: 16}"): where a pod's events
+// are exact, the scorer sets the cycle's cached tokens, so that the latency
+// prediction prices the prefill really left. The benchmark's igw-precise
+// policy and this package's pick benchmark run it.
+func DefaultConfig(parameters string) string {
+	return `
+plugins:
+- name: predicted-latency
+  type: predicted-latency
+  parameters: {prefillWorkWeight: 1}
+- {name: precise, type: ` + Type + `, parameters: ` + parameters + `}
+filters: [model-served-filter]
+scorers:
+- {plugin: precise, weight: 1}
+- {plugin: predicted-latency, weight: 1}
+- {plugin: running-requests, weight: 0.2}
+picker: max-score-picker
+`
+}
+
 // Scorer gives matched tokens / prompt tokens, exact where the events allow.
 type Scorer struct {
 	scheduling.Named

@@ -2,14 +2,17 @@ package preciseprefixcache_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/kvevents"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
 	"github.com/igw-dev/igw/pkg/tokenizer"
 )
@@ -160,5 +163,41 @@ func TestScoreSetsCycleCachedTokens(t *testing.T) {
 	c.Reset(&scheduling.Request{Model: "m", Prompt: prompt}, now, settings)
 	if got := c.CachedTokens(&views[0]); got != 256 {
 		t.Fatalf("a new cycle kept the exact figure: %d", got)
+	}
+}
+
+// DefaultConfig is igw's default with the precise scorer first: the same
+// filters, picker and other scorers at the same weights.
+func TestDefaultConfigIsTheDefaultPlusThePreciseScorer(t *testing.T) {
+	reg := plugins.NewRegistry()
+	base, err := config.Load([]byte(config.Default), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load([]byte(preciseprefixcache.DefaultConfig(`{blockSize: 32, minMatchTokens: 64}`)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type scorer struct {
+		typ    string
+		weight float64
+	}
+	scorers := func(prof *scheduling.Profile) (out []scorer) {
+		for _, ws := range prof.Scorers {
+			out = append(out, scorer{ws.Scorer.Type(), ws.Weight})
+		}
+		return out
+	}
+	want := append([]scorer{{preciseprefixcache.Type, 1}}, scorers(base.Profile)...)
+	if got := scorers(p.Profile); !slices.Equal(got, want) {
+		t.Errorf("scorers %v, want %v", got, want)
+	}
+	if len(p.Profile.Filters) != len(base.Profile.Filters) || p.Profile.Filters[0].Type() != base.Profile.Filters[0].Type() ||
+		p.Profile.Picker.Type() != base.Profile.Picker.Type() {
+		t.Errorf("filters %v and picker %s, want the default's %v and %s", p.Profile.Filters, p.Profile.Picker.Type(),
+			base.Profile.Filters, base.Profile.Picker.Type())
+	}
+	if s := p.Profile.Scorers[0].Scorer.(*preciseprefixcache.Scorer); s.StreamConfig().BlockSize != 32 {
+		t.Errorf("the parameters given were not the scorer's: block size %d", s.StreamConfig().BlockSize)
 	}
 }
