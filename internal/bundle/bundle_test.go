@@ -56,72 +56,30 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 	csvFile := filepath.Join("manifests", PackageName+".clusterserviceversion.yaml")
 	cases := []struct {
 		name    string
-		breakIt func(t *testing.T, dir string)
+		breakIt breaker
 		want    string
 	}{
-		{"owned CRD missing", func(t *testing.T, dir string) {
-			remove(t, dir, "manifests/modelroutes.gateway.igw.dev.yaml")
-		}, "owns CRD modelroutes.gateway.igw.dev, but the bundle does not carry it"},
-		{"version not semver", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "version: "+DefaultVersion, "version: one")
-		}, `spec.version "one" is not semver`},
-		{"name does not match version", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "name: igw.v"+DefaultVersion, "name: igw.v9.9.9")
-		}, `metadata.name is "igw.v9.9.9"`},
-		{"no install mode", func(t *testing.T, dir string) {
-			replaceRegexp(t, dir, csvFile, "supported: true", "supported: false")
-		}, "supports no install mode"},
-		{"example of a foreign kind", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, `"kind": "ModelRoute"`, `"kind": "Route"`)
-		}, `alm-examples has a "Route"`},
-		{"kind OLM cannot install", func(t *testing.T, dir string) {
-			write(t, dir, "manifests/extra.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
-		}, `OLM does not install objects of kind "Deployment"`},
-		{"wrong mediatype", func(t *testing.T, dir string) {
-			replace(t, dir, "metadata/annotations.yaml", "registry+v1", "helm")
-		}, "mediatype.v1 is \"helm\""},
-		{"default channel outside channels", func(t *testing.T, dir string) {
-			replace(t, dir, "metadata/annotations.yaml", "channel.default.v1: stable", "channel.default.v1: fast")
-		}, `default channel "fast" is not one of the channels`},
-		{"no icon data", func(t *testing.T, dir string) {
-			replaceRegexp(t, dir, csvFile, `base64data: \S+`, `base64data: ""`)
-		}, "spec.icon needs both base64data and mediatype"},
-		{"icon of an unknown type", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "mediatype: image/svg+xml", "mediatype: image/webp")
-		}, `mediatype "image/webp" is not one of`},
-		{"unknown category", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "categories: AI/Machine Learning, Networking", "categories: AI/Machine Learning, Gateways")
-		}, `"Gateways" is not an OperatorHub category`},
-		{"bad maintainer email", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "email: maintainers@igw.dev", "email: maintainers")
-		}, `email "maintainers" is invalid`},
-		{"descriptor of no field", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "path: requestTimeout", "path: requestTimout")
-		}, `specDescriptors path "requestTimout" is not a field of spec`},
-		{"descriptor without a URN", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "- urn:alm:descriptor:com.tectonic.ui:booleanSwitch", "- booleanSwitch")
-		}, `x-descriptor "booleanSwitch"`},
-		{"image not in relatedImages", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "--epp-image=ghcr.io/igw-dev/igw-epp:"+DefaultVersion, "--epp-image=registry.example/epp:"+DefaultVersion)
-		}, "image registry.example/epp:" + DefaultVersion + " is used but not listed in spec.relatedImages"},
-		{"image on latest", func(t *testing.T, dir string) {
-			replaceRegexp(t, dir, csvFile, regexp.QuoteMeta("ghcr.io/igw-dev/igw-manager:"+DefaultVersion), "ghcr.io/igw-dev/igw-manager:latest")
-		}, "image ghcr.io/igw-dev/igw-manager:latest is not pinned"},
-		{"MultiNamespace", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "supported: false\n    type: MultiNamespace", "supported: true\n    type: MultiNamespace")
-		}, "supports MultiNamespace"},
-		{"target namespaces not wired", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "- --watch-namespace=$(WATCH_NAMESPACE)", "- --watch-namespace=")
-		}, "no deployment passes the olm.targetNamespaces annotation to --watch-namespace"},
-		{"created kind without permissions", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "          - networkpolicies\n", "")
-		}, "lists resource NetworkPolicy, but the operator's permissions lack create, delete, get, list, patch, watch on networkpolicies"},
-		{"native API nothing creates", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "kind: InferencePool\n    version: v1\n  provider", "kind: InferencePool\n    version: v2\n  provider")
-		}, "requires inference.networking.k8s.io/v2 InferencePool, which no owned CRD lists"},
-		{"permissions for an unknown account", func(t *testing.T, dir string) {
-			replace(t, dir, csvFile, "serviceAccountName: igw-controller-manager\n      deployments", "serviceAccountName: someone\n      deployments")
-		}, `service account "someone"`},
+		{"owned CRD missing", removing("manifests/modelroutes.gateway.igw.dev.yaml"), "owns CRD modelroutes.gateway.igw.dev, but the bundle does not carry it"},
+		{"version not semver", replacing(csvFile, "version: "+DefaultVersion, "version: one"), `spec.version "one" is not semver`},
+		{"name does not match version", replacing(csvFile, "name: igw.v"+DefaultVersion, "name: igw.v9.9.9"), `metadata.name is "igw.v9.9.9"`},
+		{"no install mode", replacingRegexp(csvFile, "supported: true", "supported: false"), "supports no install mode"},
+		{"example of a foreign kind", replacing(csvFile, `"kind": "ModelRoute"`, `"kind": "Route"`), `alm-examples has a "Route"`},
+		{"kind OLM cannot install", writing("manifests/extra.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"), `OLM does not install objects of kind "Deployment"`},
+		{"wrong mediatype", replacing("metadata/annotations.yaml", "registry+v1", "helm"), "mediatype.v1 is \"helm\""},
+		{"default channel outside channels", replacing("metadata/annotations.yaml", "channel.default.v1: stable", "channel.default.v1: fast"), `default channel "fast" is not one of the channels`},
+		{"no icon data", replacingRegexp(csvFile, `base64data: \S+`, `base64data: ""`), "spec.icon needs both base64data and mediatype"},
+		{"icon of an unknown type", replacing(csvFile, "mediatype: image/svg+xml", "mediatype: image/webp"), `mediatype "image/webp" is not one of`},
+		{"unknown category", replacing(csvFile, "categories: AI/Machine Learning, Networking", "categories: AI/Machine Learning, Gateways"), `"Gateways" is not an OperatorHub category`},
+		{"bad maintainer email", replacing(csvFile, "email: maintainers@igw.dev", "email: maintainers"), `email "maintainers" is invalid`},
+		{"descriptor of no field", replacing(csvFile, "path: requestTimeout", "path: requestTimout"), `specDescriptors path "requestTimout" is not a field of spec`},
+		{"descriptor without a URN", replacing(csvFile, "- urn:alm:descriptor:com.tectonic.ui:booleanSwitch", "- booleanSwitch"), `x-descriptor "booleanSwitch"`},
+		{"image not in relatedImages", replacing(csvFile, "--epp-image=ghcr.io/igw-dev/igw-epp:"+DefaultVersion, "--epp-image=registry.example/epp:"+DefaultVersion), "image registry.example/epp:" + DefaultVersion + " is used but not listed in spec.relatedImages"},
+		{"image on latest", replacingRegexp(csvFile, regexp.QuoteMeta("ghcr.io/igw-dev/igw-manager:"+DefaultVersion), "ghcr.io/igw-dev/igw-manager:latest"), "image ghcr.io/igw-dev/igw-manager:latest is not pinned"},
+		{"MultiNamespace", replacing(csvFile, "supported: false\n    type: MultiNamespace", "supported: true\n    type: MultiNamespace"), "supports MultiNamespace"},
+		{"target namespaces not wired", replacing(csvFile, "- --watch-namespace=$(WATCH_NAMESPACE)", "- --watch-namespace="), "no deployment passes the olm.targetNamespaces annotation to --watch-namespace"},
+		{"created kind without permissions", replacing(csvFile, "          - networkpolicies\n", ""), "lists resource NetworkPolicy, but the operator's permissions lack create, delete, get, list, patch, watch on networkpolicies"},
+		{"native API nothing creates", replacing(csvFile, "kind: InferencePool\n    version: v1\n  provider", "kind: InferencePool\n    version: v2\n  provider"), "requires inference.networking.k8s.io/v2 InferencePool, which no owned CRD lists"},
+		{"permissions for an unknown account", replacing(csvFile, "serviceAccountName: igw-controller-manager\n      deployments", "serviceAccountName: someone\n      deployments"), `service account "someone"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,6 +97,25 @@ func TestValidateRejectsBrokenBundles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A breaker breaks the bundle generated into dir.
+type breaker func(t *testing.T, dir string)
+
+func replacing(file, old, new string) breaker {
+	return func(t *testing.T, dir string) { replace(t, dir, file, old, new) }
+}
+
+func replacingRegexp(file, expr, new string) breaker {
+	return func(t *testing.T, dir string) { replaceRegexp(t, dir, file, expr, new) }
+}
+
+func writing(file, content string) breaker {
+	return func(t *testing.T, dir string) { write(t, dir, file, content) }
+}
+
+func removing(file string) breaker {
+	return func(t *testing.T, dir string) { remove(t, dir, file) }
 }
 
 func replaceRegexp(t *testing.T, dir, file, expr, new string) {
