@@ -40,6 +40,18 @@ func namespaceFor(name string) string {
 	return ns.Name
 }
 
+// createConfig creates an InferenceGatewayConfig that sets only its gateway,
+// in a namespace of its own, and returns it as the API server defaulted it.
+func createConfig(name string, gateway igwv1alpha1.GatewaySpec) *igwv1alpha1.InferenceGatewayConfig {
+	GinkgoHelper()
+	cfg := &igwv1alpha1.InferenceGatewayConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespaceFor(name)},
+		Spec:       igwv1alpha1.InferenceGatewayConfigSpec{Gateway: gateway},
+	}
+	Expect(k8sClient.Create(ctx, cfg)).To(Succeed())
+	return cfg
+}
+
 func entriesFrom(glob string) []TableEntry {
 	paths, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), glob))
 	if err != nil || len(paths) == 0 {
@@ -81,14 +93,7 @@ var _ = Describe("the generated CRDs", func() {
 	)
 
 	It("defaults an InferenceGatewayConfig that sets only its gateway", func() {
-		cfg := &igwv1alpha1.InferenceGatewayConfig{
-			ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: namespaceFor("minimal")},
-			Spec: igwv1alpha1.InferenceGatewayConfigSpec{
-				Gateway: igwv1alpha1.GatewaySpec{Ref: &igwv1alpha1.GatewayRef{Name: "gw"}},
-			},
-		}
-		Expect(k8sClient.Create(ctx, cfg)).To(Succeed())
-		s := cfg.Spec
+		s := createConfig("minimal", igwv1alpha1.GatewaySpec{Ref: &igwv1alpha1.GatewayRef{Name: "gw"}}).Spec
 		Expect(s.Gateway.Provider).To(Equal(igwv1alpha1.ProviderEnvoyGateway))
 		Expect(s.BBR.Enabled).To(HaveValue(BeTrue()))
 		Expect(s.BBR.MaxRequestBodyBytes).To(Equal(int64(4 << 20)))
@@ -99,13 +104,7 @@ var _ = Describe("the generated CRDs", func() {
 	})
 
 	It("defaults the port of a managed Gateway", func() {
-		cfg := &igwv1alpha1.InferenceGatewayConfig{
-			ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: namespaceFor("managed")},
-			Spec: igwv1alpha1.InferenceGatewayConfigSpec{
-				Gateway: igwv1alpha1.GatewaySpec{Managed: &igwv1alpha1.ManagedGateway{GatewayClassName: "eg"}},
-			},
-		}
-		Expect(k8sClient.Create(ctx, cfg)).To(Succeed())
+		cfg := createConfig("managed", igwv1alpha1.GatewaySpec{Managed: &igwv1alpha1.ManagedGateway{GatewayClassName: "eg"}})
 		Expect(cfg.Spec.Gateway.Managed.Port).To(Equal(int32(80)))
 	})
 
