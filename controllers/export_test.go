@@ -14,4 +14,4 @@ func (c *Common) ApplyChildren(ctx context.Context, owner client.Object, objs []
 }
 
 // ConfigChildKinds are the kinds of a config's children, in its namespace and beside a Gateway.
-var ConfigChildKinds = configChildKinds
+var ConfigChildKinds = configChildren.all()

@@ -32,12 +32,10 @@ type GlobalInferenceGatewayReconciler struct {
 	watches *lazyWatches
 }
 
-// globalChildKinds are the kinds of a GlobalInferenceGateway's children, for pruning.
-var globalChildKinds = []schema.GroupVersionKind{
-	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
-	appsv1.SchemeGroupVersion.WithKind("Deployment"),
-	corev1.SchemeGroupVersion.WithKind("Service"),
-	GVKBackend, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy,
+// globalChildren are the kinds of a GlobalInferenceGateway's children.
+var globalChildren = childKinds{
+	builtin:  []schema.GroupVersionKind{GVKConfigMap, GVKDeployment, GVKService},
+	optional: []schema.GroupVersionKind{GVKBackend, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy},
 }
 
 // requiredGlobalKinds are the optional kinds a hub's data path needs.
@@ -99,8 +97,9 @@ func (r *GlobalInferenceGatewayReconciler) reconcile(ctx context.Context, gig *i
 		o.Refs.add(igwv1.ReasonCRDsMissing, describeMissing(missing))
 	}
 	sel := labels.SelectorFromSet(labels.Set{render.LabelGlobal: render.LabelValue(gig.Name), render.LabelManagedBy: render.ManagedByValue})
-	scopes := make([]PruneScope, len(globalChildKinds))
-	for i, gvk := range globalChildKinds {
+	kinds := globalChildren.all()
+	scopes := make([]PruneScope, len(kinds))
+	for i, gvk := range kinds {
 		// Every namespace: children stay behind in the old one when spec.namespace changes.
 		scopes[i] = PruneScope{GVK: gvk, Selector: sel, Owned: controlledBy(gig.UID)}
 	}
@@ -109,13 +108,11 @@ func (r *GlobalInferenceGatewayReconciler) reconcile(ctx context.Context, gig *i
 	}
 	o.RefsDone = true
 
-	d := &appsv1.Deployment{}
-	if found, err := getIfExists(ctx, r.Client, types.NamespacedName{Namespace: ns, Name: out.Names.Picker}, d); err != nil {
+	picker, err := existing[appsv1.Deployment](ctx, r.Client, types.NamespacedName{Namespace: ns, Name: out.Names.Picker})
+	if err != nil {
 		return err
-	} else if found {
-		o.Picker = d
 	}
-	o.PickerChecked = true
+	o.Picker, o.PickerChecked = picker, true
 	if o.Picker != nil && o.Picker.Status.AvailableReplicas > 0 && r.Status != nil {
 		o.Report, o.ReportErr = r.Status.Read(ctx, ns, out.Names.Picker)
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,14 +32,11 @@ type InferenceGatewayConfigReconciler struct {
 	watches *lazyWatches
 }
 
-// configChildKinds are the kinds of a config's children in its own namespace.
-var configChildKinds = []schema.GroupVersionKind{
-	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
-	appsv1.SchemeGroupVersion.WithKind("Deployment"),
-	corev1.SchemeGroupVersion.WithKind("Service"),
-	GVKNetworkPolicy,
-	GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter, GVKBackendTLSPolicy,
-	GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy, GVKSecurityPolicy,
+// configChildren are the kinds of a config's children in its own namespace.
+var configChildren = childKinds{
+	builtin: []schema.GroupVersionKind{GVKConfigMap, GVKDeployment, GVKService, GVKNetworkPolicy},
+	optional: []schema.GroupVersionKind{GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter, GVKBackendTLSPolicy,
+		GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy, GVKSecurityPolicy},
 }
 
 // gatewayPolicyKinds are the kinds a config may place in a Gateway's namespace.
@@ -144,22 +140,20 @@ func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *i
 
 	gw := render.ResolveGateway(cfg)
 	if o.GatewayServed = r.Kinds.Has(GVKGateway); o.GatewayServed {
-		g := &gwapiv1.Gateway{}
-		if found, err := getIfExists(ctx, r.Client, types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, g); err != nil {
+		g, err := existing[gwapiv1.Gateway](ctx, r.Client, types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name})
+		if err != nil {
 			return err
-		} else if found {
-			o.Gateway = g
 		}
+		o.Gateway = g
 	}
 	o.GatewayChecked = true
 
 	if render.BBREnabled(cfg) {
-		d := &appsv1.Deployment{}
-		if found, err := getIfExists(ctx, r.Client, types.NamespacedName{Namespace: cfg.Namespace, Name: out.Names.BBR}, d); err != nil {
+		bbr, err := existing[appsv1.Deployment](ctx, r.Client, types.NamespacedName{Namespace: cfg.Namespace, Name: out.Names.BBR})
+		if err != nil {
 			return err
-		} else if found {
-			o.BBR = d
 		}
+		o.BBR = bbr
 	}
 	o.BBRChecked = true
 	return nil
@@ -170,7 +164,7 @@ func (r *InferenceGatewayConfigReconciler) reconcile(ctx context.Context, cfg *i
 func (r *InferenceGatewayConfigReconciler) pruneScopes(cfg *igwv1.InferenceGatewayConfig) []PruneScope {
 	local := labels.SelectorFromSet(labels.Set{render.LabelConfig: render.LabelValue(cfg.Name), render.LabelManagedBy: render.ManagedByValue})
 	var scopes []PruneScope
-	for _, gvk := range configChildKinds {
+	for _, gvk := range configChildren.all() {
 		scopes = append(scopes, PruneScope{GVK: gvk, Namespace: cfg.Namespace, Selector: local, Owned: controlledBy(cfg.UID)})
 	}
 	return append(scopes, remoteScopes(cfg.Namespace, render.LabelValue(cfg.Name), false)...)

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -33,9 +36,27 @@ var (
 	GVKBackend              = egv1a1.GroupVersion.WithKind(egv1a1.KindBackend)
 )
 
-// GVKNetworkPolicy is built in: the policies admitting only the proxy to the
+// Built-in kinds of children. NetworkPolicies admit only the proxy to the
 // ext_proc servers.
-var GVKNetworkPolicy = networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")
+var (
+	GVKServiceAccount = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
+	GVKRole           = rbacv1.SchemeGroupVersion.WithKind("Role")
+	GVKRoleBinding    = rbacv1.SchemeGroupVersion.WithKind("RoleBinding")
+	GVKConfigMap      = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	GVKDeployment     = appsv1.SchemeGroupVersion.WithKind("Deployment")
+	GVKService        = corev1.SchemeGroupVersion.WithKind("Service")
+	GVKNetworkPolicy  = networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")
+)
+
+// childKinds are the kinds of one owner kind's children, all pruned: the
+// built-in ones, watched from the start by their controller reference, and the
+// optional ones, watched once their CRDs are served.
+type childKinds struct {
+	builtin, optional []schema.GroupVersionKind
+}
+
+// all lists the built-in kinds, then the optional ones.
+func (k childKinds) all() []schema.GroupVersionKind { return slices.Concat(k.builtin, k.optional) }
 
 // crdSource names, for a person, where a missing kind's CRD comes from.
 func crdSource(gvk schema.GroupVersionKind) string {

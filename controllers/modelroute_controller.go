@@ -7,8 +7,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,16 +32,10 @@ type ModelRouteReconciler struct {
 	watches *lazyWatches
 }
 
-// routeChildKinds are the kinds of a ModelRoute's children, for pruning.
-var routeChildKinds = []schema.GroupVersionKind{
-	corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
-	rbacv1.SchemeGroupVersion.WithKind("Role"),
-	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"),
-	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
-	appsv1.SchemeGroupVersion.WithKind("Deployment"),
-	corev1.SchemeGroupVersion.WithKind("Service"),
-	GVKNetworkPolicy,
-	GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKBackendTLSPolicy,
+// routeChildren are the kinds of a ModelRoute's children.
+var routeChildren = childKinds{
+	builtin:  []schema.GroupVersionKind{GVKServiceAccount, GVKRole, GVKRoleBinding, GVKConfigMap, GVKDeployment, GVKService, GVKNetworkPolicy},
+	optional: []schema.GroupVersionKind{GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKBackendTLSPolicy},
 }
 
 // requiredRouteKinds are the optional kinds a route's data path needs with cfg's provider.
@@ -112,8 +104,9 @@ func (r *ModelRouteReconciler) reconcile(ctx context.Context, mr *igwv1.ModelRou
 	}
 	o.Scoring = &out.Scoring
 	sel := labels.SelectorFromSet(labels.Set{render.LabelModelRoute: render.LabelValue(mr.Name), render.LabelManagedBy: render.ManagedByValue})
-	scopes := make([]PruneScope, len(routeChildKinds))
-	for i, gvk := range routeChildKinds {
+	kinds := routeChildren.all()
+	scopes := make([]PruneScope, len(kinds))
+	for i, gvk := range kinds {
 		scopes[i] = PruneScope{GVK: gvk, Namespace: mr.Namespace, Selector: sel, Owned: controlledBy(mr.UID)}
 	}
 	if _, err := r.applyChildren(ctx, mr, out.Objects, scopes, &o.Refs); err != nil {
@@ -125,13 +118,11 @@ func (r *ModelRouteReconciler) reconcile(ctx context.Context, mr *igwv1.ModelRou
 			return err
 		}
 	}
-	epp := &appsv1.Deployment{}
-	if found, err := getIfExists(ctx, r.Client, types.NamespacedName{Namespace: mr.Namespace, Name: out.Names.EPP}, epp); err != nil {
+	epp, err := existing[appsv1.Deployment](ctx, r.Client, types.NamespacedName{Namespace: mr.Namespace, Name: out.Names.EPP})
+	if err != nil {
 		return err
-	} else if found {
-		o.EPP = epp
 	}
-	o.EPPChecked = true
+	o.EPP, o.EPPChecked = epp, true
 	return nil
 }
 

@@ -138,6 +138,18 @@ func getIfExists(ctx context.Context, c client.Reader, key types.NamespacedName,
 	return true, nil
 }
 
+// existing reads the object key names; nil when it does not exist.
+func existing[T any, P interface {
+	*T
+	client.Object
+}](ctx context.Context, c client.Reader, key types.NamespacedName) (P, error) {
+	obj := P(new(T))
+	if found, err := getIfExists(ctx, c, key, obj); !found {
+		return nil, err
+	}
+	return obj, nil
+}
+
 // applyChildren applies an owner's rendered children whose kinds are served,
 // deletes those in scopes that the rendering no longer has, and tells what it
 // changed in one event. A name taken by another object or a kind the API

@@ -3,12 +3,10 @@ package controllers
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,25 +95,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Reconcilers, erro
 	return &Reconcilers{ModelRoute: mr, Config: cfg, Global: gig}, nil
 }
 
-func (r *GlobalInferenceGatewayReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("globalinferencegateway").
-		For(&igwv1.GlobalInferenceGateway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	c, err := owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}).
-		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.globalsInNamespace),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.globalsForPipeline)).
-		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.globalsForCRD), builder.WithPredicates(watchedCRD)).
-		WithOptions(opts).
-		Build(r)
-	if err != nil {
-		return err
-	}
-	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &igwv1.GlobalInferenceGateway{}, handler.OnlyControllerOwner())
-	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
-		want:    requiredGlobalKinds,
-		handler: func(schema.GroupVersionKind) handler.EventHandler { return owner }}
-	return r.watches.ensure()
+func (r *GlobalInferenceGatewayReconciler) setup(mgr ctrl.Manager, opts controller.Options) (err error) {
+	r.watches, err = setupController(mgr, opts, r, r.Kinds, controllerSpec{
+		name: "globalinferencegateway", owner: &igwv1.GlobalInferenceGateway{}, children: globalChildren,
+		watches: func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.globalsInNamespace),
+				builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+				Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.globalsForPipeline))
+		},
+		forCRD: r.globalsForCRD,
+	})
+	return err
 }
 
 // globals lists the GlobalInferenceGateways keep selects.
@@ -151,66 +141,95 @@ func (r *GlobalInferenceGatewayReconciler) globalsForCRD(ctx context.Context, _ 
 	return r.globals(ctx, func(*igwv1.GlobalInferenceGateway) bool { return true })
 }
 
-func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("modelroute").
-		For(&igwv1.ModelRoute{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	c, err := owning(b, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.routesForPod), builder.WithPredicates(endpointChange)).
-		Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.routesForConfig),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.routesForRawConfig)).
-		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.routesForCRD), builder.WithPredicates(watchedCRD)).
-		WithOptions(opts).
-		Build(r)
-	if err != nil {
-		return err
-	}
-	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &igwv1.ModelRoute{}, handler.OnlyControllerOwner())
-	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
-		want: []schema.GroupVersionKind{GVKInferencePool, GVKHTTPRoute, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy, GVKBackendTLSPolicy, GVKGateway},
-		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
-			if gvk == GVKGateway {
-				return handler.EnqueueRequestsFromMapFunc(r.routesForGateway)
-			}
-			return owner
-		}}
-	return r.watches.ensure()
+func (r *ModelRouteReconciler) setup(mgr ctrl.Manager, opts controller.Options) (err error) {
+	r.watches, err = setupController(mgr, opts, r, r.Kinds, controllerSpec{
+		name: "modelroute", owner: &igwv1.ModelRoute{}, children: routeChildren,
+		watches: func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.routesForPod), builder.WithPredicates(endpointChange)).
+				Watches(&igwv1.InferenceGatewayConfig{}, handler.EnqueueRequestsFromMapFunc(r.routesForConfig),
+					builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+				Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.routesForRawConfig))
+		},
+		forCRD:     r.routesForCRD,
+		forGateway: r.routesForGateway,
+	})
+	return err
 }
 
-func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
-	children := handler.EnqueueRequestsFromMapFunc(r.configsForChild)
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("inferencegatewayconfig").
-		For(&igwv1.InferenceGatewayConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	b = owning(b, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}).
-		Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute)).
-		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(r.configsForCRD), builder.WithPredicates(watchedCRD))
-	if r.Hook != nil {
-		b = b.WatchesRawSource(r.hookSource(r.Hook))
-	}
-	c, err := b.WithOptions(opts).Build(r)
-	if err != nil {
-		return err
-	}
-	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: r.Kinds,
-		want: []schema.GroupVersionKind{GVKGateway, GVKHTTPRoute, GVKReferenceGrant, GVKHTTPRouteFilter, GVKBackendTLSPolicy,
-			GVKEnvoyExtensionPolicy, GVKClientTrafficPolicy, GVKSecurityPolicy},
-		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
-			if gvk == GVKGateway {
-				return handler.EnqueueRequestsFromMapFunc(r.configsForGateway)
+func (r *InferenceGatewayConfigReconciler) setup(mgr ctrl.Manager, opts controller.Options) (err error) {
+	r.watches, err = setupController(mgr, opts, r, r.Kinds, controllerSpec{
+		name: "inferencegatewayconfig", owner: &igwv1.InferenceGatewayConfig{}, children: configChildren,
+		watches: func(b *builder.Builder) *builder.Builder {
+			b = b.Watches(&igwv1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(configOfRoute))
+			if r.Hook != nil {
+				b = b.WatchesRawSource(r.hookSource(r.Hook))
 			}
-			return children
-		}}
-	return r.watches.ensure()
+			return b
+		},
+		forCRD: r.configsForCRD,
+		// Policies beside a Gateway in another namespace can have no owner
+		// reference (configsForChild).
+		optionalEvents: handler.EnqueueRequestsFromMapFunc(r.configsForChild),
+		forGateway:     r.configsForGateway,
+	})
+	return err
 }
 
-// owning watches children of the built-in kinds by their controller reference.
-func owning(b *builder.Builder, kinds ...client.Object) *builder.Builder {
-	for _, k := range kinds {
-		b = b.Owns(k)
+// controllerSpec is what a reconciler's controller watches.
+type controllerSpec struct {
+	name string
+	// owner is the kind reconciled, watched for changes of its spec.
+	owner    client.Object
+	children childKinds
+	// watches adds the watches of the other objects an owner depends on.
+	watches func(*builder.Builder) *builder.Builder
+	// forCRD maps a CRD's installation or removal to the owners to reconcile.
+	forCRD handler.MapFunc
+	// optionalEvents handles the events of the children of optional kinds
+	// (nil: they go to their controller, the owner).
+	optionalEvents handler.EventHandler
+	// forGateway, when set, maps a Gateway's events (Gateway is then watched,
+	// child or not) to the owners to reconcile.
+	forGateway handler.MapFunc
+}
+
+// setupController builds the controller of r as s says and returns its watches
+// of the optional kinds, started on those already served.
+func setupController(mgr ctrl.Manager, opts controller.Options, r reconcile.Reconciler, kinds *Kinds, s controllerSpec) (*lazyWatches, error) {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(s.name).
+		For(s.owner, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(crdMetadata(), handler.EnqueueRequestsFromMapFunc(s.forCRD), builder.WithPredicates(watchedCRD))
+	for _, gvk := range s.children.builtin {
+		obj, err := mgr.GetScheme().New(gvk)
+		if err != nil {
+			return nil, err
+		}
+		b = b.Owns(obj.(client.Object))
 	}
-	return b
+	c, err := s.watches(b).WithOptions(opts).Build(r)
+	if err != nil {
+		return nil, err
+	}
+	optional := s.optionalEvents
+	if optional == nil {
+		optional = handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), s.owner, handler.OnlyControllerOwner())
+	}
+	want, gateway := s.children.optional, handler.EventHandler(nil)
+	if s.forGateway != nil {
+		gateway = handler.EnqueueRequestsFromMapFunc(s.forGateway)
+		if !slices.Contains(want, GVKGateway) {
+			want = append(slices.Clip(want), GVKGateway)
+		}
+	}
+	w := &lazyWatches{ctrl: c, cache: mgr.GetCache(), scheme: mgr.GetScheme(), kinds: kinds, want: want,
+		handler: func(gvk schema.GroupVersionKind) handler.EventHandler {
+			if gvk == GVKGateway && gateway != nil {
+				return gateway
+			}
+			return optional
+		}}
+	return w, w.ensure()
 }
 
 // crdMetadata is the object of a metadata-only watch on CRDs: installing Gateway
