@@ -83,9 +83,9 @@ func TestGlobalStatus(t *testing.T) {
 		{name: "a spec one Backend cannot hold: Accepted and Ready False with what to change",
 			o:     globalObservation{Invalid: "members a are addressed by IP and b by host name", Refs: refs(igwv1.ReasonInvalidSpec, "members a are addressed by IP and b by host name")},
 			ready: "False/" + igwv1.ReasonInvalidSpec},
-		{name: "an API error after applying: Ready Unknown", err: errors.New("the server is currently unable to handle the request"),
+		{name: "an API error after applying: Ready Unknown", err: errAPIDown,
 			o:     globalObservation{Rendered: true, RefsDone: true},
-			ready: "Unknown/" + igwv1.ReasonReconcileError},
+			ready: unknown},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := globalStatus(gig, c.o, c.err)

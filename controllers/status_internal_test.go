@@ -45,6 +45,22 @@ func condition(typ string, status metav1.ConditionStatus, reason string) metav1.
 
 func ptr[T any](v T) *T { return &v }
 
+// errAPIDown is the API server failing a read or a write.
+var errAPIDown = errors.New("the server is currently unable to handle the request")
+
+// Conditions as conditionsOf writes them.
+const (
+	accepted = "True/" + igwv1.ReasonAccepted
+	unknown  = "Unknown/" + igwv1.ReasonReconcileError
+)
+
+// problem is one reference problem of reason.
+func problem(reason string) refProblems {
+	var p refProblems
+	p.add(reason, "why")
+	return p
+}
+
 func TestRouteStatus(t *testing.T) {
 	mr := &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: "llama", Namespace: "models", Generation: generation},
 		Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: "igw"}, Selector: igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": "llama"}}}}
@@ -63,13 +79,9 @@ func TestRouteStatus(t *testing.T) {
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Spec: appsv1.DeploymentSpec{Replicas: &replicas},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 1, UpdatedReplicas: replicas, AvailableReplicas: available}}
 	}
-	refs := func(reason string) refProblems { var p refProblems; p.add(reason, "why"); return p }
-	apiDown := errors.New("the server is currently unable to handle the request")
 	const (
-		accepted   = "True/" + igwv1.ReasonAccepted
 		resolved   = "True/" + igwv1.ReasonResolvedRefs
 		notRefs    = "False/" + igwv1.ReasonRefsNotResolved
-		unknown    = "Unknown/" + igwv1.ReasonReconcileError
 		asExpected = "False/" + igwv1.ReasonAsExpected
 	)
 
@@ -82,30 +94,30 @@ func TestRouteStatus(t *testing.T) {
 		rollout     igwv1.RolloutState
 		readyPoints int32
 	}{
-		{name: "the pods cannot be listed: Ready is Unknown, the rest as it was", prev: working, err: apiDown,
+		{name: "the pods cannot be listed: Ready is Unknown, the rest as it was", prev: working, err: errAPIDown,
 			want:    map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: resolved, igwv1.ConditionReady: unknown, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutAvailable, readyPoints: 2},
-		{name: "the config cannot be read", prev: working, o: routeObservation{Pool: ready}, err: apiDown,
+		{name: "the config cannot be read", prev: working, o: routeObservation{Pool: ready}, err: errAPIDown,
 			want:    map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: resolved, igwv1.ConditionReady: unknown, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutAvailable, readyPoints: 2},
 		{name: "no config", o: routeObservation{Pool: noPods, ConfigMissing: true},
 			want: map[string]string{igwv1.ConditionAccepted: "False/" + igwv1.ReasonConfigNotFound, igwv1.ConditionResolvedRefs: "False/" + igwv1.ReasonConfigNotFound,
 				igwv1.ConditionReady: notRefs, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutPending},
-		{name: "the Gateway cannot be read: ResolvedRefs as it was", prev: working, o: routeObservation{Pool: ready, Config: cfg}, err: apiDown,
+		{name: "the Gateway cannot be read: ResolvedRefs as it was", prev: working, o: routeObservation{Pool: ready, Config: cfg}, err: errAPIDown,
 			want:    map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: resolved, igwv1.ConditionReady: unknown, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutAvailable, readyPoints: 2},
-		{name: "the scoring ConfigMap cannot be read", prev: working, o: routeObservation{Pool: ready, Config: cfg, Refs: refs(igwv1.ReasonConfigMapUnreadable)}, err: apiDown,
+		{name: "the scoring ConfigMap cannot be read", prev: working, o: routeObservation{Pool: ready, Config: cfg, Refs: problem(igwv1.ReasonConfigMapUnreadable)}, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: "False/" + igwv1.ReasonConfigMapUnreadable,
 				igwv1.ConditionReady: notRefs, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutDegraded, readyPoints: 2},
-		{name: "a child cannot be applied", o: routeObservation{Pool: ready, Config: cfg, Refs: refs(igwv1.ReasonApplyFailed)}, err: apiDown,
+		{name: "a child cannot be applied", o: routeObservation{Pool: ready, Config: cfg, Refs: problem(igwv1.ReasonApplyFailed)}, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: "False/" + igwv1.ReasonApplyFailed,
 				igwv1.ConditionReady: notRefs, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutPending, readyPoints: 2},
-		{name: "the picker cannot be read after every child is applied", o: routeObservation{Pool: ready, Config: cfg, RefsDone: true}, err: apiDown,
+		{name: "the picker cannot be read after every child is applied", o: routeObservation{Pool: ready, Config: cfg, RefsDone: true}, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: resolved, igwv1.ConditionReady: unknown}, readyPoints: 2},
-		{name: "CRDs missing", o: routeObservation{Pool: ready, Config: cfg, Refs: refs(igwv1.ReasonCRDsMissing), RefsDone: true, EPPChecked: true},
+		{name: "CRDs missing", o: routeObservation{Pool: ready, Config: cfg, Refs: problem(igwv1.ReasonCRDsMissing), RefsDone: true, EPPChecked: true},
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionResolvedRefs: "False/" + igwv1.ReasonCRDsMissing,
 				igwv1.ConditionReady: notRefs, igwv1.ConditionDegraded: asExpected},
 			rollout: igwv1.RolloutPending, readyPoints: 2},
@@ -178,8 +190,6 @@ func TestConfigStatus(t *testing.T) {
 	bbr := func(available int32) *appsv1.Deployment {
 		return &appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: available}}
 	}
-	refs := func(reason string) refProblems { var p refProblems; p.add(reason, "why"); return p }
-	apiDown := errors.New("the server is currently unable to handle the request")
 	checked := func(o configObservation) configObservation {
 		o.RoutesListed, o.Rendered, o.RefsDone, o.GatewayChecked, o.BBRChecked = true, true, true, true, true
 		if o.Refs.ok() {
@@ -188,10 +198,8 @@ func TestConfigStatus(t *testing.T) {
 		return o
 	}
 	const (
-		accepted   = "True/" + igwv1.ReasonAccepted
 		programmed = "True/" + igwv1.ReasonProgrammed
 		available  = "True/" + igwv1.ReasonBBRAvailable
-		unknown    = "Unknown/" + igwv1.ReasonReconcileError
 	)
 
 	for _, c := range []struct {
@@ -206,15 +214,15 @@ func TestConfigStatus(t *testing.T) {
 	}{
 		{name: "deleted and cleaned up: the status stays", prev: working, o: configObservation{Deleting: true},
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionGatewayProgrammed: programmed, igwv1.ConditionBBRReady: available, igwv1.ConditionReady: "True/" + igwv1.ReasonReady}},
-		{name: "deleted, the cleanup failed", prev: working, o: configObservation{Deleting: true}, err: apiDown,
+		{name: "deleted, the cleanup failed", prev: working, o: configObservation{Deleting: true}, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionGatewayProgrammed: programmed, igwv1.ConditionBBRReady: available, igwv1.ConditionReady: "False/" + igwv1.ReasonCleanupFailed}},
-		{name: "the routes cannot be listed", prev: working, err: apiDown,
+		{name: "the routes cannot be listed", prev: working, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionGatewayProgrammed: programmed, igwv1.ConditionBBRReady: available, igwv1.ConditionReady: unknown}},
-		{name: "a child cannot be applied", prev: working, o: configObservation{RoutesListed: true, Rendered: true, Refs: refs(igwv1.ReasonApplyFailed)}, err: apiDown,
+		{name: "a child cannot be applied", prev: working, o: configObservation{RoutesListed: true, Rendered: true, Refs: problem(igwv1.ReasonApplyFailed)}, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionGatewayProgrammed: programmed, igwv1.ConditionBBRReady: available, igwv1.ConditionReady: "False/" + igwv1.ReasonApplyFailed}},
-		{name: "the Gateway cannot be read", prev: working, o: configObservation{RoutesListed: true, Rendered: true, RefsDone: true}, err: apiDown,
+		{name: "the Gateway cannot be read", prev: working, o: configObservation{RoutesListed: true, Rendered: true, RefsDone: true}, err: errAPIDown,
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionGatewayProgrammed: programmed, igwv1.ConditionBBRReady: available, igwv1.ConditionReady: unknown}},
-		{name: "no Gateway API", o: checked(configObservation{Refs: refs(igwv1.ReasonCRDsMissing), BBR: bbr(1)}),
+		{name: "no Gateway API", o: checked(configObservation{Refs: problem(igwv1.ReasonCRDsMissing), BBR: bbr(1)}),
 			want: map[string]string{igwv1.ConditionAccepted: accepted, igwv1.ConditionGatewayProgrammed: "False/" + igwv1.ReasonCRDsMissing,
 				igwv1.ConditionBBRReady: available, igwv1.ConditionReady: "False/" + igwv1.ReasonCRDsMissing}},
 		{name: "no Gateway", o: checked(configObservation{BBR: bbr(1)}),
