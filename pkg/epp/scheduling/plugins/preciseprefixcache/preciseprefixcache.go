@@ -85,6 +85,7 @@ scorers:
 - {plugin: precise, weight: 1}
 - {plugin: predicted-latency, weight: 1}
 - {plugin: running-requests, weight: 0.2}
+- {plugin: fair-share-floor, weight: 2}
 picker: max-score-picker
 `
 }
