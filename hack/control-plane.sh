@@ -7,6 +7,9 @@
 #   kubectl         built from the same module, so the client matches the server
 #   kube-controller-manager  built from the same module: the real garbage collector
 #                   (and, where a suite runs them, the other controllers)
+#   kube-scheduler  built from the same module, for suites that run Deployments
+#   kwok            sigs.k8s.io/kwok (hack/tools/kwok): plays the nodes, running
+#                   scheduled Pods without containers (status, IPs, deletion)
 #
 # Binaries are cached outside the clone (IGW_CACHE_DIR, default ~/.cache/igw) so
 # that every clone and CI run on the machine reuses them.
@@ -40,7 +43,7 @@ version_ldflags="-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*
 # One build at a time: concurrent runs (test packages, several clones) wait
 # for the first instead of compiling the same binary side by side.
 exec 9>"$assets/.build.lock"
-for cmd in kube-apiserver kubectl kube-controller-manager; do
+for cmd in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
 	[ -x "$assets/$cmd" ] || flock 9
 	if [ ! -x "$assets/$cmd" ]; then
 		say "building $cmd v$K8S_VERSION (minutes on two cores the first time, cached afterwards)"
@@ -50,5 +53,13 @@ for cmd in kube-apiserver kubectl kube-controller-manager; do
 		say "built $cmd in $(($(date +%s) - start))s"
 	fi
 done
+[ -x "$assets/kwok" ] || flock 9
+if [ ! -x "$assets/kwok" ]; then
+	say "building kwok (a few minutes the first time, cached afterwards)"
+	start=$(date +%s)
+	(cd "$root/hack/tools/kwok" && go build -o "$assets/kwok.partial" sigs.k8s.io/kwok/cmd/kwok)
+	mv "$assets/kwok.partial" "$assets/kwok"
+	say "built kwok in $(($(date +%s) - start))s"
+fi
 
 echo "$assets"

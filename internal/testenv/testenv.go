@@ -1,6 +1,7 @@
 // Package testenv starts the real local control plane (etcd and kube-apiserver,
-// and kube-controller-manager's controllers where a suite asks for them) that
-// every operator test runs against, with igw's CRDs installed.
+// and kube-controller-manager's controllers, kube-scheduler and kwok's nodes
+// where a suite asks for them) that every operator test runs against, with
+// igw's CRDs installed.
 //
 // The binaries come from hack/control-plane.sh, which installs or builds them on
 // first use and caches them outside the clone; Start runs it when they are missing,
@@ -50,6 +51,9 @@ type Options struct {
 	// the same release as the API server (its --controllers names, such as
 	// GarbageCollector), so that what they do is the real thing.
 	Controllers []string
+	// Nodes, when set, gives the cluster nodes: kube-scheduler places Pods
+	// and kwok plays each Node's kubelet (Nodes.Start).
+	Nodes *Nodes
 }
 
 // GarbageCollector is kube-controller-manager's garbage collector: children
@@ -67,8 +71,9 @@ type Env struct {
 
 	env *envtest.Environment
 	tmp string
-	// controllers is the running kube-controller-manager, nil without Options.Controllers.
-	controllers *proc.Proc
+	// components are the running kube-controller-manager, kube-scheduler and
+	// kwok, those the options asked for.
+	components []*proc.Proc
 }
 
 // RepoRoot is the root of the igw checkout this package was compiled from.
@@ -126,7 +131,14 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	if len(opts.Controllers) > 0 {
-		if err := e.startControllers(opts.Controllers); err != nil {
+		if err := e.startComponent("kube-controller-manager", "--controllers="+strings.Join(opts.Controllers, ","),
+			"--leader-elect=false", "--secure-port=0", "--v=1"); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+	}
+	if opts.Nodes != nil {
+		if err := e.startNodes(*opts.Nodes); err != nil {
 			_ = e.Stop()
 			return nil, err
 		}
@@ -146,34 +158,38 @@ func StartFor(t testing.TB, why string, opts Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
+	t.Cleanup(func() {
+		// A component that died early (kube-controller-manager, kwok) says so here.
+		if err := env.Stop(); err != nil {
+			t.Logf("stopping the control plane: %v", err)
+		}
+	})
 	return env
 }
 
-// startControllers runs kube-controller-manager with the named controllers,
-// as the administrator, without leader election or a serving port.
-func (e *Env) startControllers(names []string) error {
-	p, err := proc.StartQuiet("kube-controller-manager", filepath.Join(e.AssetsDir, "kube-controller-manager"), []string{
-		"--kubeconfig=" + e.KubeconfigPath, "--controllers=" + strings.Join(names, ","),
-		"--leader-elect=false", "--secure-port=0", "--v=1"})
+// startComponent runs one of the control plane's binaries (from AssetsDir)
+// as the administrator.
+func (e *Env) startComponent(name string, args ...string) error {
+	p, err := proc.StartQuiet(name, filepath.Join(e.AssetsDir, name), append([]string{"--kubeconfig=" + e.KubeconfigPath}, args...))
 	if err != nil {
 		return fmt.Errorf("%w (hack/control-plane.sh builds it into %s)", err, e.AssetsDir)
 	}
-	e.controllers = p
+	e.components = append(e.components, p)
 	return nil
 }
 
-// stopControllers stops kube-controller-manager, and says so if it had
-// stopped by itself.
-func (e *Env) stopControllers() error {
-	if e.controllers == nil {
-		return nil
+// stopComponents stops them, and says which had stopped by itself.
+func (e *Env) stopComponents() error {
+	var errs []error
+	for _, p := range e.components {
+		if p.Exited() {
+			errs = append(errs, fmt.Errorf("%s exited early; its output ends:\n%s", p.Name, p.Stderr()))
+			continue
+		}
+		p.Stop()
 	}
-	if e.controllers.Exited() {
-		return fmt.Errorf("kube-controller-manager exited early; its output ends:\n%s", e.controllers.Stderr())
-	}
-	e.controllers.Stop()
-	return nil
+	e.components = nil
+	return errors.Join(errs...)
 }
 
 // repoPaths resolves paths relative to the repository root.
@@ -241,7 +257,7 @@ func (e *Env) StartControlPlane() error {
 func (e *Env) Stop() error {
 	// The API server first, through StopAPIServer: a graceful stop that
 	// outlasts stopGrace and ends in SIGKILL is still a stop.
-	err := errors.Join(e.stopControllers(), e.StopAPIServer(), e.env.Stop())
+	err := errors.Join(e.stopComponents(), e.StopAPIServer(), e.env.Stop())
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)
 	}

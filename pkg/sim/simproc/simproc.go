@@ -53,18 +53,24 @@ type Proc = proc.Proc
 // Start returns, and is stopped at the test's cleanup.
 func Start(t TB, opts Options) *Proc {
 	t.Helper()
-	bin := Binary(t)
-	host := opts.Host
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	args := append([]string{"--host", host, "--port", strconv.Itoa(opts.Port)}, opts.args()...)
-	p, err := proc.Start(context.Background(), "modelsim", bin, args, "/health")
+	p, err := Launch(Binary(t), opts)
 	if err != nil {
 		t.Fatalf("simproc: %v", err)
 	}
 	t.Cleanup(p.Stop)
 	return p
+}
+
+// Launch starts one simulator from bin (Binary) and returns once it has
+// answered /health; the caller stops it. It is Start for a goroutine other
+// than the test's, which must not end the test.
+func Launch(bin string, opts Options) (*Proc, error) {
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	args := append([]string{"--host", host, "--port", strconv.Itoa(opts.Port)}, opts.args()...)
+	return proc.Start(context.Background(), "modelsim", bin, args, "/health")
 }
 
 // StartN starts n simulators with the same options and seeds Seed, Seed+1, ...
