@@ -316,9 +316,10 @@ func (p *Picker) ObserveFailure(d *Decision, o health.Outcome, now time.Time) {
 	d.endpoint.ObserveCompletion(d.request, 0, now)
 }
 
-// Retry ends d as a failure (o) of its member before the first byte and picks
-// another member for the same request, once: the retry's own failure, or a
-// failure after the first byte, is the client's error. The retry passes the
+// Retry ends d as a failure (o) of its member before the first byte, or as
+// its shed (a saturated member's 429), and picks another member for the same
+// request, once: the retry's own failure, or a failure after the first byte,
+// is the client's error (a 429 when the retry was shed too). The retry passes the
 // same filters, so a pinned model stays in its regions.
 func (p *Picker) Retry(d *Decision, o health.Outcome, now time.Time) (*Decision, *apierror.Error) {
 	if d.firstByte {
@@ -327,6 +328,9 @@ func (p *Picker) Retry(d *Decision, o health.Outcome, now time.Time) (*Decision,
 	}
 	p.ObserveFailure(d, o, now)
 	if d.Attempt >= 2 {
+		if o == health.Shed {
+			return nil, apierror.RateLimited(1, "member clusters are saturated: %s turned the request away after another member did; retry later", d.Member)
+		}
 		return nil, apierror.Unavailable("member cluster %s failed (%s) on the retry; a request is retried once", d.Member, o)
 	}
 	return p.run(d.model, d.req, d.explain, d.member, now)

@@ -158,6 +158,15 @@ func TestRetryOnceOnAnotherMember(t *testing.T) {
 	if _, apiErr := f.p.Retry(d, health.Reset, at(0.3)); apiErr == nil || !strings.Contains(apiErr.Message, "after the response began") {
 		t.Fatalf("retry after the first byte: %v", apiErr)
 	}
+	// A shed spills over the same way; shed again, the client gets a 429.
+	d = f.pick(req, at(0.4))
+	r, apiErr = f.p.Retry(d, health.Shed, at(0.41))
+	if apiErr != nil || r.Member == d.Member || r.Attempt != 2 {
+		t.Fatalf("spill-over of %s's shed: %+v %v", d.Member, r, apiErr)
+	}
+	if _, apiErr := f.p.Retry(r, health.Shed, at(0.42)); apiErr == nil || apiErr.Status != 429 || apiErr.RetryAfterSeconds < 1 {
+		t.Fatalf("shed on the retry too: %v, want a 429 with Retry-After", apiErr)
+	}
 }
 
 // TestPinnedModelNeverLeavesItsRegion: a model pinned to eu-west-1 goes only

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"slices"
 	"time"
 
@@ -393,6 +394,12 @@ func (r *globalRun) deliver(d delivery, at time.Duration) {
 			Tokens: req.Tokens, OutputTokens: req.OutputTokens}
 		local, ticket, err := m.router.Route(&preq, epoch.Add(at))
 		if err != nil { // the member's gateway answers with an error status before any byte of a response
+			if routeCode(err) == http.StatusTooManyRequests {
+				// Shed by the member's admission: saturated, not failed, and
+				// (as in the gateway) no exchange, so no error in its summary.
+				r.retry(f, health.Shed, at+f.delay)
+				return
+			}
 			m.errors.Record(true, epoch.Add(at))
 			r.retry(f, health.Status5xx, at+f.delay)
 			return

@@ -83,13 +83,16 @@ func fill[T int | float64 | time.Duration](dst *T, def T) {
 // Outcome is how a request sent to a member ended, as far as health goes.
 type Outcome int
 
-// Outcomes. Success is a response's first byte (or a whole response); the
-// others are failures before or after it.
+// Outcomes. Success is a response's first byte (or a whole response); Shed
+// is a member that answered 429, turning the request away because it is
+// saturated: alive, so no failure, and the request may spill over to another
+// member. The others are failures before or after the first byte.
 const (
 	Success Outcome = iota
 	Status5xx
 	Reset
 	Timeout
+	Shed
 )
 
 func (o Outcome) String() string {
@@ -102,6 +105,8 @@ func (o Outcome) String() string {
 		return "connection reset or refused"
 	case Timeout:
 		return "timeout"
+	case Shed:
+		return "shed (429)"
 	}
 	return fmt.Sprintf("outcome %d", int(o))
 }
@@ -184,8 +189,9 @@ func (t *Tracker) ObserveRequest(o Outcome, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.maybeReturn(now)
-	t.window.Record(o != Success, now)
-	if o == Success {
+	failed := o != Success && o != Shed
+	t.window.Record(failed, now)
+	if !failed {
 		t.consecutive = 0
 		return
 	}

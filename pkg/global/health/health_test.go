@@ -147,3 +147,30 @@ func abs(x float64) float64 {
 	}
 	return x
 }
+
+// TestShedIsNoFailure: a member that turns requests away with 429 is
+// saturated, not broken: any number of sheds, even between failures, ejects
+// nothing and leaves its error rate at the share that really failed.
+func TestShedIsNoFailure(t *testing.T) {
+	tr := tracker(t)
+	tr.ProbeSucceeded(at(0))
+	for i := range 40 {
+		o := Shed
+		if i%10 == 0 {
+			o = Status5xx
+		}
+		tr.ObserveRequest(o, at(1+float64(i)*0.01))
+	}
+	st := tr.Status(at(2))
+	if !st.InRotation || st.Requests != 40 || st.ErrorRate != 0.1 {
+		t.Fatalf("after 36 sheds and 4 failures: %+v, want in rotation with a 10%% error rate over 40 requests", st)
+	}
+	// Sheds end a run of failures the way a success does.
+	tr.ObserveRequest(Reset, at(2.1))
+	tr.ObserveRequest(Reset, at(2.2))
+	tr.ObserveRequest(Shed, at(2.3))
+	tr.ObserveRequest(Reset, at(2.4))
+	if st := tr.Status(at(2.5)); !st.InRotation {
+		t.Fatalf("two failures, a shed, a failure: %+v, want in rotation", st)
+	}
+}

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"net/http"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -163,7 +164,7 @@ func (x *hubExchange) ResponseHeaders(h *extprocv3.HttpHeaders, attrs map[string
 	s.creditServer(x, attrs)
 	x.status, _ = strconv.Atoi(extproc.HeaderMap(h.GetHeaders())[wire.HeaderStatus])
 	x.responded = true
-	if d := x.decision; d != nil && !x.done && x.status < 500 {
+	if d := x.decision; d != nil && !x.done && x.status < 500 && x.status != http.StatusTooManyRequests {
 		s.Hub.picker.ObserveFirstByte(d, s.Hub.now())
 	}
 	if h.GetEndOfStream() {
@@ -186,6 +187,11 @@ func (s *ExtProc) end(x *hubExchange, complete bool) {
 	case x.status >= 500:
 		s.Hub.picker.ObserveFailure(d, health.Status5xx, now)
 		s.Hub.metrics.requests.WithLabelValues(d.Member, outcome(health.Status5xx)).Inc()
+	case x.status == http.StatusTooManyRequests:
+		// Shed by a saturated member: no fault. Envoy's retry policy (shared
+		// with the model routes) does not retry a 429, so the client has it.
+		s.Hub.picker.ObserveFailure(d, health.Shed, now)
+		s.Hub.metrics.requests.WithLabelValues(d.Member, outcome(health.Shed)).Inc()
 	case x.responded && !complete:
 		s.Hub.picker.ObserveFailure(d, health.Reset, now)
 		s.Hub.metrics.requests.WithLabelValues(d.Member, outcome(health.Reset)).Inc()

@@ -55,8 +55,9 @@ func (h *Hub) retry(d *global.Decision, o health.Outcome, cause error) (*global.
 
 // Front is the standalone HTTP front: the OpenAI inference paths, each
 // request proxied to the picked member's gateway and, when that member fails
-// before the first response byte (no connection, a reset, a 5xx), retried
-// once on another; responses stream through as they arrive.
+// before the first response byte (no connection, a reset, a 5xx) or sheds
+// it (a 429: saturated), retried once on another; responses stream through
+// as they arrive.
 func (h *Hub) Front() http.Handler {
 	t := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: h.opts.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -138,7 +139,7 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if err == nil && resp.StatusCode < 500 {
+		if err == nil && o == health.Success {
 			waited += f.relay(ctx, w, resp, d)
 			return
 		}
@@ -168,7 +169,7 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // send sends the request to d's member; a failure is an error (or a 5xx
-// response) with its outcome for health.
+// response) with its outcome for health, and a 429 the member's shed.
 func (f *front) send(ctx context.Context, in *http.Request, body []byte, d *global.Decision) (*http.Response, health.Outcome, error) {
 	out, err := http.NewRequestWithContext(ctx, in.Method, "http://"+d.Address+in.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -188,6 +189,8 @@ func (f *front) send(ctx context.Context, in *http.Request, body []byte, d *glob
 		return nil, health.Reset, err
 	case resp.StatusCode >= 500:
 		return resp, health.Status5xx, nil
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return resp, health.Shed, nil
 	}
 	return resp, health.Success, nil
 }

@@ -32,7 +32,7 @@ type fakeMember struct {
 	*httptest.Server
 	name   string
 	models []string
-	// fail: "" answers, "500" answers 500, "reset" closes the connection.
+	// fail: "" answers, "500" answers 500, "429" sheds, "reset" closes the connection.
 	mu      sync.Mutex
 	fail    string
 	garbage bool
@@ -69,6 +69,10 @@ func startFakeMember(t *testing.T, name, region string, models ...string) *fakeM
 		switch fail {
 		case "500":
 			http.Error(w, `{"error":{"message":"down"}}`, http.StatusInternalServerError)
+			return
+		case "429":
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"error":{"message":"saturated","type":"rate_limit_exceeded"}}`, http.StatusTooManyRequests)
 			return
 		case "slow":
 			// Half an answer, then a pause the client does not wait out.
@@ -219,6 +223,46 @@ func TestFrontRetriesOnAnotherMemberBeforeTheFirstByte(t *testing.T) {
 	if status != http.StatusServiceUnavailable || !strings.Contains(body, `"error"`) ||
 		!(strings.Contains(body, "a request is retried once") || strings.Contains(body, "failed before the first byte and no other can take the request")) {
 		t.Errorf("both failing: %d %s, want a 503 saying the retry failed or no other member is left", status, body)
+	}
+}
+
+// nearestFirst is a hub pipeline that picks the nearest member first: from
+// us-east-1, a member in eu-west-1 (80 ms away) is every pick's fallback.
+const nearestFirst = `pipeline: |
+  plugins:
+  - {name: near, type: region-proximity, parameters: {delays: [{from: us-east-1, to: eu-west-1, delay: 80ms}], sameRegion: 1ms}}
+  filters: [member-health, member-serves-model]
+  scorers: [{plugin: near, weight: 1}]
+  picker: max-score-picker
+  fallbacks: 1
+`
+
+// A member that sheds (429: saturated) sends the request to another member,
+// and however often it sheds it stays in rotation: a shed is no fault. When
+// every member sheds, the client gets the member's own 429.
+func TestFrontSpillsAShedRequestOverToAnotherMember(t *testing.T) {
+	a := startFakeMember(t, "a", "us-east-1", "llama")
+	b := startFakeMember(t, "b", "eu-west-1", "llama")
+	h := startHub(t, "region: us-east-1\n"+nearestFirst+"members:\n"+
+		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
+	waitInRotation(t, h, "a", "b")
+	a.setFail("429")
+	for range 20 {
+		status, member, body := chat(t, h, "llama")
+		if status != http.StatusOK || member != "b" {
+			t.Fatalf("a shedding: %d from %q: %s", status, member, body)
+		}
+	}
+	if st := statusOf(t, h)["a"]; !st.InRotation {
+		t.Fatalf("a shed every request it was sent and left rotation: %+v", st)
+	}
+	if n := requestsOf(h)["a/"+outcome(health.Shed)]; n != 20 {
+		t.Errorf("a shed %d requests, want 20: %v", n, requestsOf(h))
+	}
+	b.setFail("429")
+	status, _, body := chat(t, h, "llama")
+	if status != http.StatusTooManyRequests || !strings.Contains(body, "saturated") {
+		t.Errorf("both shedding: %d %s, want the member's 429", status, body)
 	}
 }
 
@@ -517,16 +561,7 @@ func requestsOf(h *Hub) map[string]int {
 func TestExtProcCreditsTheMemberThatAnswered(t *testing.T) {
 	a := startFakeMember(t, "a", "us-east-1", "llama")
 	b := startFakeMember(t, "b", "eu-west-1", "llama")
-	// Nearest first: b, 80 ms away, is the fallback of every pick.
-	pipeline := `pipeline: |
-  plugins:
-  - {name: near, type: region-proximity, parameters: {delays: [{from: us-east-1, to: eu-west-1, delay: 80ms}], sameRegion: 1ms}}
-  filters: [member-health, member-serves-model]
-  scorers: [{plugin: near, weight: 1}]
-  picker: max-score-picker
-  fallbacks: 1
-`
-	h := startHub(t, "region: us-east-1\n"+pipeline+"health: {consecutiveErrors: 100}\nmembers:\n"+
+	h := startHub(t, "region: us-east-1\n"+nearestFirst+"health: {consecutiveErrors: 100}\nmembers:\n"+
 		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
 	waitInRotation(t, h, "a", "b")
 	body := []byte(`{"model":"llama","messages":[{"role":"user","content":"hello"}]}`)
@@ -559,6 +594,8 @@ func TestExtProcCreditsTheMemberThatAnswered(t *testing.T) {
 		{"sent elsewhere by Envoy's own balancing", map[string]any{wire.AttributeUpstreamAddress: b.addr(), wire.AttributeUpstreamAttempts: 1}, "200",
 			map[string]int{"b/ok": 1}},
 		{"no attributes", nil, "200", map[string]int{"a/ok": 1}},
+		{"shed by the primary", map[string]any{wire.AttributeUpstreamAddress: a.addr(), wire.AttributeUpstreamAttempts: 1}, "429",
+			map[string]int{"a/" + outcome(health.Shed): 1}},
 	} {
 		before := requestsOf(h)
 		send(c.attrs, c.status)
