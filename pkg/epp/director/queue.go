@@ -45,6 +45,11 @@ type waitQueue struct {
 	waiting atomic.Int32
 	// freed is closed (and replaced) when an endpoint frees up.
 	freed chan struct{}
+	// wakeups counts wake calls, so that a request can tell that an
+	// endpoint freed up between its decision and its wait (a wake-up that
+	// came before it took the freed channel would otherwise be lost, and
+	// the request would wait out its deadline with a free endpoint).
+	wakeups atomic.Uint64
 }
 
 // enter takes a place for a request of bytes at now within bounds; nil when
@@ -74,6 +79,7 @@ func (q *waitQueue) occupied() bool { return q.waiting.Load() > 0 }
 
 // wake tells the waiting requests an endpoint freed up.
 func (q *waitQueue) wake() {
+	q.wakeups.Add(1)
 	if !q.occupied() {
 		return
 	}
@@ -85,29 +91,39 @@ func (q *waitQueue) wake() {
 	q.mu.Unlock()
 }
 
-// freedChan is closed when an endpoint next frees up.
-func (q *waitQueue) freedChan() <-chan struct{} {
+// wait blocks until an endpoint frees up after the seen'th wake-up, timer
+// fires or ctx ends; it returns at once when a wake-up came since seen.
+func (q *waitQueue) wait(ctx context.Context, seen uint64, timer <-chan time.Time) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	if q.wakeups.Load() != seen {
+		q.mu.Unlock()
+		return
+	}
 	if q.freed == nil {
 		q.freed = make(chan struct{})
 	}
-	return q.freed
+	freed := q.freed
+	q.mu.Unlock()
+	select {
+	case <-freed:
+	case <-timer:
+	case <-ctx.Done():
+	}
 }
+
+// afterQueuedDecision, when set by a test, runs between a request's
+// decision to wait and its wait.
+var afterQueuedDecision func()
 
 // Queued reports whether a request waits in the picker's queue.
 func (d *Director) Queued() bool { return d.queue.occupied() }
-
-// Freed is closed when an endpoint next frees up (a pick's first token, or
-// its end), for a request waiting in the queue to be decided again.
-func (d *Director) Freed() <-chan struct{} { return d.queue.freedChan() }
 
 // ScheduleQueued is Schedule for a caller that can hold a request while it
 // waits in the picker's queue. place is nil on the first call. When every
 // endpoint is over the admission bounds, the request has time left to wait
 // and the queue has room for it, the result's Reason is ReasonQueued and the
-// returned place is the request's: the caller calls again with it when
-// Freed is closed or at its Deadline. Otherwise the request leaves the
+// returned place is the request's: the caller calls again with it when an
+// endpoint frees up (ScheduleWaiting) or at its Deadline. Otherwise the request leaves the
 // queue and the result is Schedule's: a pick, or an error (429 when the
 // queue is full or the request waited its time out). A request arriving
 // while others wait is decided as they are: the queue holds what the fleet
@@ -132,18 +148,17 @@ func (d *Director) ScheduleQueued(ctx context.Context, req *scheduling.Request, 
 func (d *Director) ScheduleWaiting(ctx context.Context, req *scheduling.Request, explain bool, now func() time.Time) (*Result, *apierror.Error) {
 	var place *Place
 	for {
+		seen := d.queue.wakeups.Load()
 		res, next, err := d.ScheduleQueued(ctx, req, explain, now(), place)
 		if next == nil {
 			return res, err
 		}
 		place = next
-		freed := d.Freed()
-		timer := time.NewTimer(place.Deadline.Sub(now()))
-		select {
-		case <-freed:
-		case <-timer.C:
-		case <-ctx.Done():
+		if afterQueuedDecision != nil {
+			afterQueuedDecision()
 		}
+		timer := time.NewTimer(place.Deadline.Sub(now()))
+		d.queue.wait(ctx, seen, timer.C)
 		timer.Stop()
 	}
 }

@@ -138,3 +138,35 @@ func TestScheduleWaitingWakesWhenAnEndpointFrees(t *testing.T) {
 		t.Fatalf("never freed: %v after %v, want 429 at the 1.5 s budget", err, took)
 	}
 }
+
+// An endpoint that frees up after a request decided to wait but before it
+// waits still wakes it: the request does not wait out its deadline.
+func TestScheduleWaitingMissesNoWakeUpBeforeItWaits(t *testing.T) {
+	ctx := context.Background()
+	d := newDirector(t, queueConfig, 1, director.Options{})
+	clock := func() time.Time { return time.Now() }
+	setWaiting(d, 0, clock())
+	running := schedule(t, d, &scheduling.Request{Model: "m", Prompt: strings.Repeat("x", 400)}, clock())
+	setWaiting(d, 500, clock())
+	var freed bool
+	defer director.SetAfterQueuedDecision(func() {
+		if !freed {
+			freed = true
+			setWaiting(d, 0, clock())
+			d.ObserveCompletion(running, 10, clock())
+		}
+	})()
+	start := time.Now()
+	res, err := d.ScheduleWaiting(ctx, &scheduling.Request{Model: "m", Prompt: strings.Repeat("y", 400)}, false, clock)
+	took := time.Since(start)
+	if err != nil || res.Primary == "" {
+		t.Fatalf("after the endpoint freed up: %v, %+v", err, res)
+	}
+	if !freed {
+		t.Fatal("the request never decided to wait")
+	}
+	// The queue's budget is 1.5 s; a lost wake-up shows as a wait that long.
+	if took > 750*time.Millisecond {
+		t.Fatalf("placed after %v: the wake-up before the wait was lost", took)
+	}
+}
