@@ -124,6 +124,12 @@ type SLO struct {
 	TPOTSeconds float64 `json:"tpotSeconds"`
 }
 
+// RouteSLOUser is a scheduling plugin that keeps the route's SLO: the
+// configuration gives it the route's promise once its pipeline is built.
+type RouteSLOUser interface {
+	UseRouteSLO(SLO)
+}
+
 // DefaultSLO is the common promise of an interactive route, which the
 // bounds fit when the configuration names none.
 var DefaultSLO = SLO{TTFTSeconds: 2, TPOTSeconds: 0.1}

@@ -328,6 +328,15 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 			return nil, fmt.Errorf("admission: maxWaitSeconds and maxInterTokenSeconds must be finite and ≥ 0 (0 turns the bound off)")
 		}
 	}
+	routeSLO := admission.DefaultSLO
+	if c.Admission != nil && c.Admission.SLO != nil {
+		routeSLO = *c.Admission.SLO
+	}
+	for _, plugin := range prof.Plugins() {
+		if u, ok := plugin.(admission.RouteSLOUser); ok {
+			u.UseRouteSLO(routeSLO)
+		}
+	}
 	return pl, nil
 }
 

@@ -10,7 +10,9 @@ import (
 
 	"github.com/igw-dev/igw/internal/testfile"
 	"github.com/igw-dev/igw/pkg/epp/admission"
+	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins"
 )
 
@@ -200,5 +202,38 @@ func TestAdmissionBoundsFollowTheRouteSLO(t *testing.T) {
 	own := Default + "admission: {slo: {ttftSeconds: 1, tpotSeconds: 0.05}}"
 	if kept, err := WithRouteSLO(own, admission.SLO{TTFTSeconds: 5, TPOTSeconds: 0.15}); err != nil || load(kept).MaxWaitSeconds != 0.75 {
 		t.Errorf("a configuration's own SLO must stay: %v", err)
+	}
+}
+
+// sloRecorder is a scorer that records the route SLO the build gives it.
+type sloRecorder struct {
+	scheduling.Named
+	got *admission.SLO
+}
+
+func (r *sloRecorder) Score(*scheduling.Cycle, []*datastore.View, []float64) {}
+func (r *sloRecorder) UseRouteSLO(slo admission.SLO)                         { *r.got = slo }
+
+// Every plugin that keeps the route's SLO gets it from the build: the
+// admission SLO when the configuration has one, else the default.
+func TestPluginsGetTheRouteSLO(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       admission.SLO
+	}{
+		{"none named", "", admission.DefaultSLO},
+		{"the route's", "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}}", admission.SLO{TTFTSeconds: 4, TPOTSeconds: 0.2}},
+	} {
+		var got admission.SLO
+		reg := plugins.NewRegistry()
+		reg.Register("slo-recorder", func(name string, _ scheduling.Parameters) (scheduling.Plugin, error) {
+			return &sloRecorder{Named: scheduling.Named{TypeName: "slo-recorder", InstanceName: name}, got: &got}, nil
+		})
+		if _, err := Load([]byte("scorers: [{plugin: slo-recorder, weight: 1}]\npicker: max-score-picker\n"+tc.text), reg); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: the plugin got %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }

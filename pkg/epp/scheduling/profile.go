@@ -128,3 +128,18 @@ func (b Breakdown) String() string {
 	}
 	return sb.String()
 }
+
+// Plugins lists every plugin of the profile: filters, scorers, picker.
+func (p *Profile) Plugins() []Plugin {
+	plugins := make([]Plugin, 0, len(p.Filters)+len(p.Scorers)+1)
+	for _, f := range p.Filters {
+		plugins = append(plugins, f)
+	}
+	for _, s := range p.Scorers {
+		plugins = append(plugins, s.Scorer)
+	}
+	if p.Picker != nil {
+		plugins = append(plugins, p.Picker)
+	}
+	return plugins
+}

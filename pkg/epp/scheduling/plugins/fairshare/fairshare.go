@@ -34,10 +34,11 @@ type Parameters struct {
 	// endpoint, so over a run an endpoint ends a little under it; at 0.25 a
 	// mixed H100/A10G fleet's A10Gs ended at 0.19-0.24).
 	Floor float64 `json:"floor"`
-	// SLO is the route's promise (default admission.DefaultSLO): a request
-	// goes to an endpoint under the floor only if its first token is
-	// predicted there within TTFTBudget of slo.ttftSeconds and the
-	// endpoint's time between tokens is within TPOTBudget of slo.tpotSeconds.
+	// SLO is the promise to keep (unset: the route's, as admission has it,
+	// or admission.DefaultSLO): a request goes to an endpoint under the
+	// floor only if its first token is predicted there within TTFTBudget of
+	// slo.ttftSeconds and the endpoint's time between tokens is within
+	// TPOTBudget of slo.tpotSeconds.
 	SLO admission.SLO `json:"slo"`
 	// TTFTBudget and TPOTBudget are those fractions (defaults 0.15 and 0.6):
 	// below the SLO, so that the requests the floor moves keep their
@@ -49,7 +50,7 @@ type Parameters struct {
 }
 
 // Defaults are the parameters a configuration does not set.
-var Defaults = Parameters{Floor: 0.3, SLO: admission.DefaultSLO, TTFTBudget: 0.15, TPOTBudget: 0.6}
+var Defaults = Parameters{Floor: 0.3, TTFTBudget: 0.15, TPOTBudget: 0.6}
 
 // minWindowPicks is the mean picks per candidate in the window below which
 // shares say nothing yet (a picker just started, or a trickle of traffic).
@@ -63,22 +64,38 @@ const minWindowPicks = 4
 type Scorer struct {
 	scheduling.Named
 	p Parameters
+	// routeSLO says the parameters named no SLO, so the route's applies.
+	routeSLO bool
 }
 
-var _ scheduling.Scorer = (*Scorer)(nil)
+var (
+	_ scheduling.Scorer      = (*Scorer)(nil)
+	_ admission.RouteSLOUser = (*Scorer)(nil)
+)
+
+// UseRouteSLO implements admission.RouteSLOUser: the floor keeps the
+// route's promise unless its parameters name one.
+func (s *Scorer) UseRouteSLO(slo admission.SLO) {
+	if s.routeSLO {
+		s.p.SLO = slo
+	}
+}
 
 // New is the registry factory.
 var New = scheduling.WithParameters(Type, Defaults, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
 	if !(p.Floor >= 0 && p.Floor <= 1) {
 		return nil, fmt.Errorf("floor must be in [0, 1], got %v", p.Floor)
 	}
-	if !(p.SLO.TTFTSeconds > 0) || !(p.SLO.TPOTSeconds > 0) {
-		return nil, fmt.Errorf("slo.ttftSeconds and slo.tpotSeconds must be > 0, got %v and %v", p.SLO.TTFTSeconds, p.SLO.TPOTSeconds)
+	routeSLO := p.SLO == admission.SLO{}
+	if routeSLO {
+		p.SLO = admission.DefaultSLO
+	} else if !(p.SLO.TTFTSeconds > 0) || !(p.SLO.TPOTSeconds > 0) {
+		return nil, fmt.Errorf("slo.ttftSeconds and slo.tpotSeconds must both be > 0 (or both unset for the route's SLO), got %v and %v", p.SLO.TTFTSeconds, p.SLO.TPOTSeconds)
 	}
 	if !(p.TTFTBudget > 0 && p.TTFTBudget <= 1) || !(p.TPOTBudget > 0 && p.TPOTBudget <= 1) {
 		return nil, fmt.Errorf("ttftBudget and tpotBudget must be in (0, 1] (fractions of the SLO), got %v and %v", p.TTFTBudget, p.TPOTBudget)
 	}
-	return &Scorer{Named: n, p: p}, nil
+	return &Scorer{Named: n, p: p, routeSLO: routeSLO}, nil
 })
 
 // Score implements scheduling.Scorer.

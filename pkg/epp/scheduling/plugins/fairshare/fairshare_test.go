@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"slices"
 	"testing"
 
@@ -165,3 +166,25 @@ func TestParametersValidated(t *testing.T) {
 
 // scorer builds the scorer with the default parameters.
 func scorer(t testing.TB) scheduling.Scorer { return plugintest.New[scheduling.Scorer](t, New, "") }
+
+// The floor keeps the route's SLO unless its parameters name one: a 4 s
+// route gives a 0.6 s first-token budget, which the 600-token prompt fits.
+func TestFloorKeepsTheRouteSLO(t *testing.T) {
+	req := &scheduling.Request{Model: "m", PromptTokens: 600}
+	for _, tc := range []struct {
+		name, params string
+		want         float64
+	}{
+		{"route's SLO", "", 1},
+		{"its own SLO", `{"slo": {"ttftSeconds": 2, "tpotSeconds": 0.1}}`, 0},
+	} {
+		s := plugintest.New[scheduling.Scorer](t, New, tc.params)
+		s.(admission.RouteSLOUser).UseRouteSLO(admission.SLO{TTFTSeconds: 4, TPOTSeconds: 0.1})
+		if got := plugintest.Scores(s, plugintest.Cycle(req, nil), fleet()); got[3] != tc.want {
+			t.Errorf("%s: scores %v, want the starved endpoint at %v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := New("f", scheduling.Parameters(`{"slo": {"ttftSeconds": 2}}`)); err == nil {
+		t.Error("an SLO without tpotSeconds was accepted")
+	}
+}
