@@ -125,6 +125,9 @@ type AdmissionSpec struct {
 	MaxRetryAfterSeconds *int     `json:"maxRetryAfterSeconds,omitempty"`
 	MaxWaitSeconds       *float64 `json:"maxWaitSeconds,omitempty"`
 	MaxInterTokenSeconds *float64 `json:"maxInterTokenSeconds,omitempty"`
+	// MissBudget is the share of requests placed over the bounds rather
+	// than shed (admission.Policy.MissBudget).
+	MissBudget *float64 `json:"missBudget,omitempty"`
 	// SLO is the route's promise, which the overload bounds follow unless
 	// they are set themselves.
 	SLO *admission.SLO `json:"slo,omitempty"`
@@ -310,6 +313,10 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		}
 		setIf(&pl.Admission.MaxWaitSeconds, a.MaxWaitSeconds)
 		setIf(&pl.Admission.MaxInterTokenSeconds, a.MaxInterTokenSeconds)
+		setIf(&pl.Admission.MissBudget, a.MissBudget)
+		if b := pl.Admission.MissBudget; !(b >= 0 && b <= admission.MaxMissBudget) {
+			return nil, fmt.Errorf("admission: missBudget must be in [0, %v] (a share of the requests; 0 sheds every overloaded request), got %v", admission.MaxMissBudget, b)
+		}
 		if q := a.Queue; q != nil {
 			setIf(&pl.Admission.Queue.MaxRequests, q.MaxRequests)
 			setIf(&pl.Admission.Queue.MaxBytes, q.MaxBytes)

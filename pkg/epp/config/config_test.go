@@ -98,6 +98,8 @@ func TestRejects(t *testing.T) {
 		"admission":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
 		"admission wait":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {maxWaitSeconds: -1}",
 		"admission slo":    "scorers: [{plugin: queue, weight: 1}]\nadmission: {slo: {ttftSeconds: 2, tpotSeconds: 0}}",
+		"miss budget":      "scorers: [{plugin: queue, weight: 1}]\nadmission: {missBudget: 0.02}",
+		"negative budget":  "scorers: [{plugin: queue, weight: 1}]\nadmission: {missBudget: -0.001}",
 		"queue requests":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: -1}}",
 		"queue bytes":      "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: 8, maxBytes: 0}}",
 		"queue wait":       "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxWaitSeconds: -0.5}}",

@@ -42,7 +42,7 @@ const (
 )
 
 // Reasons lists every reason, for pre-creating metric series.
-var Reasons = []string{ReasonScored, ReasonProbe, ReasonNoEndpoints, ReasonNoSubset, ReasonAllStale, ReasonAllFiltered, ReasonShed, ReasonCanceled}
+var Reasons = []string{ReasonScored, ReasonProbe, ReasonNoEndpoints, ReasonNoSubset, ReasonAllStale, ReasonAllFiltered, ReasonShed, ReasonCanceled, ReasonOverBounds}
 
 // StalePolicy says what a stale endpoint is.
 type StalePolicy string
@@ -108,6 +108,8 @@ type Director struct {
 	// queue is where requests wait while every endpoint is over the
 	// admission bounds (ScheduleQueued).
 	queue waitQueue
+	// misses is the admission's miss budget.
+	misses missBudget
 }
 
 type cycle struct {
@@ -276,9 +278,17 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	if place != nil {
 		waited = now.Sub(place.Since).Seconds()
 	}
+	if place == nil && p.Admission.Enabled {
+		d.misses.earn(p.Admission.MissBudget)
+	}
+	reason := ReasonScored
 	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency)
 	if dec.Shed {
-		return d.queueOrShed(p, dec, req, now, place, queuing)
+		res, err := d.queueOrShed(p, dec, req, now, place, queuing)
+		if res.Reason != ReasonShed || !dec.Overloaded || !d.misses.spend() {
+			return res, err
+		}
+		reason = ReasonOverBounds
 	}
 	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
 	// the configured filters leave nothing else.
@@ -300,7 +310,6 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	if len(ranking) == 0 {
 		return &Result{Reason: ReasonAllFiltered}, apierror.Unavailable("no endpoint passed the configured filters")
 	}
-	reason := ReasonScored
 	if i := probeTarget(c.Cycle, survivors, ranking, now); i > 0 {
 		ranking[0], ranking[i] = ranking[i], ranking[0]
 		reason = ReasonProbe
