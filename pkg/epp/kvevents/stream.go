@@ -396,12 +396,15 @@ func (s *stream) seen(m message) bool {
 	return r.seq == m.seq && r.sum == xxhashSum(m.payload) && r.sum != 0
 }
 
+// apply applies batch m to the index, then counts it, then moves the stream
+// past it: a status that shows the stream past a batch shows it counted
+// and its events in the index.
 func (s *stream) apply(m message, now time.Time) {
-	s.setNext(m.seq+1, s.known)
 	s.lastSum = xxhashSum(m.payload)
 	s.recent[m.seq%recentBatches] = struct{ seq, sum uint64 }{m.seq, s.lastSum}
 	batch, err := s.dec.Decode(m.payload)
 	if err != nil {
+		s.setNext(m.seq+1, s.known)
 		s.counted(func(c *Counters) { c.DecodeErrors++ })
 		s.lose(fmt.Sprintf("batch %d is undecodable: %v", m.seq, err), now)
 		return
@@ -417,6 +420,7 @@ func (s *stream) apply(m message, now time.Time) {
 			c.DecodeErrors++
 		}
 	})
+	s.setNext(m.seq+1, s.known)
 	if a.WrongBlockSize > 0 {
 		s.lose(fmt.Sprintf("batch %d has blocks of another size than the configured %d tokens", m.seq, s.cfg.BlockSize), now)
 	}
