@@ -175,10 +175,14 @@ var DefaultSLO = SLO{TTFTSeconds: 2, TPOTSeconds: 0.1}
 // goodput (des, seeds 1-3 and 11-13: 29.6 against 34.2 req/s, mean).
 func (p Policy) FitSLO(slo SLO) Policy {
 	p.Queue.MaxWaitSeconds = 0.125 * slo.TTFTSeconds
-	p.MaxWaitSeconds = 0.75 * slo.TTFTSeconds
+	p.MaxWaitSeconds = waitShareOfTTFT * slo.TTFTSeconds
 	p.MaxInterTokenSeconds = 0.6 * slo.TPOTSeconds
 	return p
 }
+
+// waitShareOfTTFT is the share of the first-token budget FitSLO gives the
+// wait bound.
+const waitShareOfTTFT = 0.75
 
 // Overloaded reports whether v can take no request within the bounds: its
 // wait, added to waited (what the request already waited in the picker's
@@ -283,7 +287,9 @@ type Decision struct {
 	// for an endpoint to come within the bounds.
 	Queue bool
 	// Overloaded: shed because every candidate is overloaded for the
-	// request, not for its priority (the miss budget may place it).
+	// request, not for its priority, and its soonest start is within the
+	// first-token budget the wait bound was fitted to (FitSLO), so that,
+	// placed, it may still meet the SLO (the miss budget may place it).
 	Overloaded bool
 	// RetryAfterSeconds is the whole seconds to wait before retrying (≥ 1) when shed.
 	RetryAfterSeconds int
@@ -327,5 +333,6 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 	if !math.IsInf(drain, 1) {
 		secs = int(math.Ceil(drain))
 	}
-	return Decision{Shed: true, Queue: queue, Overloaded: !sheddable, RetryAfterSeconds: min(max(secs, 1), maxWait)}
+	overloaded := !sheddable && drain+waited <= p.MaxWaitSeconds/waitShareOfTTFT
+	return Decision{Shed: true, Queue: queue, Overloaded: overloaded, RetryAfterSeconds: min(max(secs, 1), maxWait)}
 }

@@ -11,23 +11,30 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
-// On a fleet far over the bounds, the miss budget places its share of the
+// On a fleet over the wait bound (1.5 s) but whose soonest start is within
+// the 2 s first-token budget, the miss budget places its share of the
 // requests that would be shed (1% of 250: two, the budget earned by the
-// 100th and the 200th), and never a low-priority request shed for its
-// priority.
+// 100th and the 200th); never a low-priority request shed for its priority,
+// nor one whose first token would come past the budget anyway.
+// nearBound waiting requests put every endpoint's start for a 1,000-byte
+// prompt between the wait bound and the first-token budget.
+const nearBound = 130
+
 func TestMissBudgetPlacesItsShareOverTheBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		budget   float64
 		priority int
+		waiting  int
 		want     int
 	}{
-		{"1%", 0.01, 0, 2},
-		{"off", 0, 0, 0},
-		{"low priority", 0.01, -1, 0},
+		{"1%", 0.01, 0, nearBound, 2},
+		{"off", 0, 0, nearBound, 0},
+		{"low priority", 0.01, -1, nearBound, 0},
+		{"past the first-token budget", 0.01, 0, 500, 0},
 	} {
 		d := newDirector(t, config.Default+fmt.Sprintf("admission: {missBudget: %v}\n", tc.budget), 2, director.Options{})
-		setWaiting(d, 500, t0)
+		setWaiting(d, tc.waiting, t0)
 		placed, shed := 0, 0
 		for i := range 250 {
 			req := &scheduling.Request{Model: "m", Prompt: strings.Repeat("a", 1000) + fmt.Sprint(i), Priority: tc.priority}
