@@ -30,8 +30,12 @@ type Metrics struct {
 	// CutByOutage counts the failed requests whose response broke off after
 	// the first byte because their member cluster became unreachable.
 	CutByOutage float64 `json:"cut_by_outage,omitempty"`
-	// Goodput is the counted requests per second that met both SLOs, over the
-	// same window.
+	// Goodput is the counted requests that met both SLOs per second of the
+	// window over which they arrived (from the warmup's end to the last
+	// counted arrival): the rate of offered load served within the SLOs. It
+	// is not taken over the window to the last finish, as the output rate
+	// is, since there one long response finishing late lowered the goodput
+	// of a run whose every request met both SLOs.
 	Goodput float64 `json:"goodput"`
 	// PrefixHitRate is the servers' prefix-cache hits over queries (tokens).
 	PrefixHitRate float64 `json:"prefix_hit_rate"`
@@ -49,12 +53,13 @@ func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
 	m := Metrics{FailedByCode: FailedByCode{}}
 	var ttft, tpot, e2e []float64
 	var outTokens, good int
-	last := sc.Warmup
+	last, lastArrival := sc.Warmup, sc.Warmup
 	for i := range t.Records {
 		r := &t.Records[i]
 		if !r.Counted {
 			continue
 		}
+		lastArrival = max(lastArrival, r.Arrival)
 		if r.Failed || !r.Done {
 			m.Failed++
 			if r.Cut {
@@ -90,6 +95,8 @@ func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
 	m.E2EP99 = Percentile(e2e, 99)
 	if window := (last - sc.Warmup).Seconds(); window > 0 {
 		m.OutputTokPerS = float64(outTokens) / window
+	}
+	if window := (lastArrival - sc.Warmup).Seconds(); window > 0 {
 		m.Goodput = float64(good) / window
 	}
 	if q := t.Fleet.PrefixQueries; q > 0 {
