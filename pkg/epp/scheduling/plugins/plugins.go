@@ -6,14 +6,13 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/fairshare"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/kvcacheutilization"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/labelselector"
+	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/load"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/loraaffinity"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/maxscore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/modelserved"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/preciseprefixcache"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/predictedlatency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/prefixcache"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/queue"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/runningrequests"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/saturation"
 	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/weightedrandom"
 )
@@ -22,11 +21,11 @@ import (
 // datastore views, so they serve any tier that fills views (the global
 // picker's member clusters too).
 var OverViews = map[string]scheduling.Factory{
-	queue.Type:              queue.New,
-	kvcacheutilization.Type: kvcacheutilization.New,
-	runningrequests.Type:    runningrequests.New,
-	maxscore.Type:           maxscore.New,
-	weightedrandom.Type:     weightedrandom.New,
+	load.QueueType:           load.NewQueue,
+	kvcacheutilization.Type:  kvcacheutilization.New,
+	load.RunningRequestsType: load.NewRunningRequests,
+	maxscore.Type:            maxscore.New,
+	weightedrandom.Type:      weightedrandom.New,
 }
 
 // overEndpoints are the built-in plugins that need what only an endpoint
