@@ -88,15 +88,26 @@ func TestOverloadedRequestsWaitInTheBoundedQueue(t *testing.T) {
 	}
 }
 
+// oneBusyEndpoint returns a director over one endpoint that runs a request
+// and reports 500 waiting, near the wait bound for a 400-byte prompt, and
+// free, which drains the endpoint and ends the running request.
+func oneBusyEndpoint(t *testing.T, clock func() time.Time) (d *director.Director, free func()) {
+	d = newDirector(t, queueConfig, 1, director.Options{})
+	setWaiting(d, 0, clock())
+	running := schedule(t, d, &scheduling.Request{Model: "m", Prompt: strings.Repeat("x", 400)}, clock())
+	setWaiting(d, 500, clock())
+	return d, func() {
+		setWaiting(d, 0, clock())
+		d.ObserveCompletion(running, 10, clock())
+	}
+}
+
 // ScheduleWaiting holds the request until a pick ends on an endpoint that
 // is then within the bounds, and sheds it at its deadline if none does.
 func TestScheduleWaitingWakesWhenAnEndpointFrees(t *testing.T) {
 	ctx := context.Background()
-	d := newDirector(t, queueConfig, 1, director.Options{})
 	clock := func() time.Time { return time.Now() }
-	setWaiting(d, 0, clock())
-	running := schedule(t, d, &scheduling.Request{Model: "m", Prompt: strings.Repeat("x", 400)}, clock())
-	setWaiting(d, 500, clock())
+	d, free := oneBusyEndpoint(t, clock)
 	type outcome struct {
 		res  *director.Result
 		code int
@@ -124,8 +135,7 @@ func TestScheduleWaitingWakesWhenAnEndpointFrees(t *testing.T) {
 		t.Fatalf("placed while every endpoint was overloaded: %+v", o)
 	case <-time.After(100 * time.Millisecond):
 	}
-	setWaiting(d, 0, clock())
-	d.ObserveCompletion(running, 10, clock())
+	free()
 	o := <-done
 	if o.code != 0 || o.res.Primary == "" {
 		t.Fatalf("after a pick ended on a drained endpoint: %+v", o)
@@ -143,17 +153,13 @@ func TestScheduleWaitingWakesWhenAnEndpointFrees(t *testing.T) {
 // waits still wakes it: the request does not wait out its deadline.
 func TestScheduleWaitingMissesNoWakeUpBeforeItWaits(t *testing.T) {
 	ctx := context.Background()
-	d := newDirector(t, queueConfig, 1, director.Options{})
 	clock := func() time.Time { return time.Now() }
-	setWaiting(d, 0, clock())
-	running := schedule(t, d, &scheduling.Request{Model: "m", Prompt: strings.Repeat("x", 400)}, clock())
-	setWaiting(d, 500, clock())
+	d, free := oneBusyEndpoint(t, clock)
 	var freed bool
 	defer director.SetAfterQueuedDecision(func() {
 		if !freed {
 			freed = true
-			setWaiting(d, 0, clock())
-			d.ObserveCompletion(running, 10, clock())
+			free()
 		}
 	})()
 	start := time.Now()
