@@ -237,15 +237,23 @@ const nearestFirst = `pipeline: |
   fallbacks: 1
 `
 
+// startNearAndFar starts a hub in us-east-1 with the nearestFirst pipeline
+// and more configuration, and two llama members in rotation: a beside it and
+// b in eu-west-1, every pick's fallback.
+func startNearAndFar(t *testing.T, config string) (h *Hub, a, b *fakeMember) {
+	a = startFakeMember(t, "a", "us-east-1", "llama")
+	b = startFakeMember(t, "b", "eu-west-1", "llama")
+	h = startHub(t, "region: us-east-1\n"+nearestFirst+config+"members:\n"+
+		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
+	waitInRotation(t, h, "a", "b")
+	return h, a, b
+}
+
 // A member that sheds (429: saturated) sends the request to another member,
 // and however often it sheds it stays in rotation: a shed is no fault. When
 // every member sheds, the client gets the member's own 429.
 func TestFrontSpillsAShedRequestOverToAnotherMember(t *testing.T) {
-	a := startFakeMember(t, "a", "us-east-1", "llama")
-	b := startFakeMember(t, "b", "eu-west-1", "llama")
-	h := startHub(t, "region: us-east-1\n"+nearestFirst+"members:\n"+
-		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
-	waitInRotation(t, h, "a", "b")
+	h, a, b := startNearAndFar(t, "")
 	a.setFail("429")
 	for range 20 {
 		status, member, body := chat(t, h, "llama")
@@ -559,11 +567,7 @@ func requestsOf(h *Hub) map[string]int {
 // fallback's success or failure, not the primary's; an answer from the
 // primary stays the primary's. b, in another region, is always the fallback.
 func TestExtProcCreditsTheMemberThatAnswered(t *testing.T) {
-	a := startFakeMember(t, "a", "us-east-1", "llama")
-	b := startFakeMember(t, "b", "eu-west-1", "llama")
-	h := startHub(t, "region: us-east-1\n"+nearestFirst+"health: {consecutiveErrors: 100}\nmembers:\n"+
-		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
-	waitInRotation(t, h, "a", "b")
+	h, a, b := startNearAndFar(t, "health: {consecutiveErrors: 100}\n")
 	body := []byte(`{"model":"llama","messages":[{"role":"user","content":"hello"}]}`)
 	send := func(attrs map[string]any, status string) {
 		t.Helper()
