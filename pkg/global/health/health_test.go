@@ -112,18 +112,20 @@ func TestPassiveEjectionBackOffAndReturn(t *testing.T) {
 	}
 }
 
+// observeCycle has tr observe n requests, the i-th at 1 + i*step seconds
+// with outcome cycle[i % len(cycle)].
+func observeCycle(tr *Tracker, n int, step float64, cycle ...Outcome) {
+	for i := range n {
+		tr.ObserveRequest(cycle[i%len(cycle)], at(1+float64(i)*step))
+	}
+}
+
 // TestFailureRateEjects: failures spread among successes (never three in a
 // row) eject once they are half of ten requests in the window.
 func TestFailureRateEjects(t *testing.T) {
 	tr := tracker(t)
 	tr.ProbeSucceeded(at(0))
-	for i := range 9 {
-		o := Success
-		if i%2 == 1 {
-			o = Status5xx
-		}
-		tr.ObserveRequest(o, at(1+float64(i)*0.1))
-	}
+	observeCycle(tr, 9, 0.1, Success, Status5xx)
 	if st := tr.Status(at(2)); !st.InRotation || st.Requests != 9 {
 		t.Fatalf("4 of 9 failed: %+v", st)
 	}
@@ -154,13 +156,7 @@ func abs(x float64) float64 {
 func TestShedIsNoFailure(t *testing.T) {
 	tr := tracker(t)
 	tr.ProbeSucceeded(at(0))
-	for i := range 40 {
-		o := Shed
-		if i%10 == 0 {
-			o = Status5xx
-		}
-		tr.ObserveRequest(o, at(1+float64(i)*0.01))
-	}
+	observeCycle(tr, 40, 0.01, Status5xx, Shed, Shed, Shed, Shed, Shed, Shed, Shed, Shed, Shed)
 	st := tr.Status(at(2))
 	if !st.InRotation || st.Requests != 40 || st.ErrorRate != 0.1 {
 		t.Fatalf("after 36 sheds and 4 failures: %+v, want in rotation with a 10%% error rate over 40 requests", st)
