@@ -21,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/igw-dev/igw/internal/proc"
@@ -165,6 +167,22 @@ func StartFor(t testing.TB, why string, opts Options) *Env {
 		}
 	})
 	return env
+}
+
+// ClientFor returns a client of the API server, as cluster administrator,
+// that knows the kinds of the scheme newScheme makes (manager.NewScheme,
+// source.Scheme); it fails t when either cannot be made.
+func (e *Env) ClientFor(t testing.TB, newScheme func() (*apiruntime.Scheme, error)) client.Client {
+	t.Helper()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // startComponent runs one of the control plane's binaries (from AssetsDir)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/igw-dev/igw/internal/logging/kubelog"
@@ -26,14 +25,7 @@ import (
 func TestEndpointsFromAnInferencePool(t *testing.T) {
 	env := testenv.StartFor(t, "the gateway follows an InferencePool through the API server",
 		testenv.Options{ExtraCRDDirs: []string{"config/crd/external/inference-extension"}})
-	scheme, err := source.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.ClientFor(t, source.Scheme)
 	// client-go's and controller-runtime's logs (the informers' retries while
 	// the API server is down) are expected here.
 	kubelog.RouteSlog(discardLog())
@@ -61,7 +53,7 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 		mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, p.name, p.ip))
 	}
 	// A Pod of another app is not the pool's.
-	_, err = fixtures.ModelPod(ctx, c, ns, "other", map[string]string{"app": "other"}, "")
+	_, err := fixtures.ModelPod(ctx, c, ns, "other", map[string]string{"app": "other"}, "")
 	mustSucceed(t, err)
 	mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, "other", "127.0.0.43"))
 

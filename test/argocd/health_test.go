@@ -125,14 +125,7 @@ func scripts(t *testing.T) map[string]string {
 func TestHealthOnRealObjects(t *testing.T) {
 	env := testenv.StartFor(t, "the health checks run on the API server's objects", testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
 	check := scripts(t)
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k8s := env.ClientFor(t, manager.NewScheme)
 	ctx := context.Background()
 	for _, ns := range []string{watched, unwatched} {
 		if err := fixtures.Namespace(ctx, k8s, ns); err != nil {

@@ -50,14 +50,7 @@ func TestKubeSourceAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	scheme, err := Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.ClientFor(t, Scheme)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns = "epp-source"
