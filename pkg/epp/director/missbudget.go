@@ -10,12 +10,13 @@ const ReasonOverBounds = "over-bounds"
 // of requests placed over the bounds at once.
 const missBurst = 4
 
-// missBudget is the admission's miss budget as a token bucket: every
-// request decided earns the policy's share of a request, and each request
-// placed over the bounds spends one.
+// missBudget is the admission's miss budget as a token bucket that starts
+// full: every request decided earns the policy's share of a request, and
+// each request placed over the bounds spends one.
 type missBudget struct {
-	mu     sync.Mutex
-	credit float64
+	mu sync.Mutex
+	// spent is how far the bucket is below full (missBurst).
+	spent float64
 }
 
 // earn adds share (a request's worth of the budget).
@@ -24,7 +25,7 @@ func (b *missBudget) earn(share float64) {
 		return
 	}
 	b.mu.Lock()
-	b.credit = min(b.credit+share, missBurst)
+	b.spent = max(b.spent-share, 0)
 	b.mu.Unlock()
 }
 
@@ -32,9 +33,9 @@ func (b *missBudget) earn(share float64) {
 func (b *missBudget) spend() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.credit < 1 {
+	if b.spent+1 > missBurst {
 		return false
 	}
-	b.credit--
+	b.spent++
 	return true
 }

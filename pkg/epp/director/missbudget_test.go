@@ -13,9 +13,10 @@ import (
 
 // On a fleet over the wait bound (1.5 s) but whose soonest start is within
 // the 2 s first-token budget, the miss budget places its share of the
-// requests that would be shed (1% of 250: two, the budget earned by the
-// 100th and the 200th); never a low-priority request shed for its priority,
-// nor one whose first token would come past the budget anyway.
+// requests that would be shed: the four it starts with, then 1% of 250 (two,
+// earned by the 100th and the 200th after them); never a low-priority
+// request shed for its priority, nor one whose first token would come past
+// the budget anyway.
 // nearBound waiting requests put every endpoint's start for a 1,000-byte
 // prompt between the wait bound and the first-token budget.
 const nearBound = 130
@@ -28,7 +29,7 @@ func TestMissBudgetPlacesItsShareOverTheBounds(t *testing.T) {
 		waiting  int
 		want     int
 	}{
-		{"1%", 0.01, 0, nearBound, 2},
+		{"1%", 0.01, 0, nearBound, 6},
 		{"off", 0, 0, nearBound, 0},
 		{"low priority", 0.01, -1, nearBound, 0},
 		{"past the first-token budget", 0.01, 0, 500, 0},

@@ -13,9 +13,10 @@ import (
 )
 
 // queueConfig is the default profile with a queue of two requests or 3,000
-// bytes where a request waits up to 1.5 s, the wait bound.
+// bytes where a request waits up to 1.5 s, the wait bound, and no miss
+// budget (it would place requests the queue sheds).
 const queueConfig = config.Default + `
-admission: {queue: {maxRequests: 2, maxBytes: 3000, maxWaitSeconds: 1.5}}
+admission: {queue: {maxRequests: 2, maxBytes: 3000, maxWaitSeconds: 1.5}, missBudget: 0}
 `
 
 // setWaiting gives every endpoint of d a sample with waiting requests at now,
