@@ -286,11 +286,11 @@ type Decision struct {
 	// left in the request's wait budget, so it may wait in the picker's queue
 	// for an endpoint to come within the bounds.
 	Queue bool
-	// Overloaded: shed because every candidate is overloaded for the
-	// request, not for its priority, and its soonest start is within the
-	// first-token budget the wait bound was fitted to (FitSLO), so that,
-	// placed, it may still meet the SLO (the miss budget may place it).
-	Overloaded bool
+	// MissBudgetEligible: shed because every candidate is overloaded for
+	// the request, not for its priority, and its soonest start is within
+	// the first-token budget the wait bound was fitted to (FitSLO), so that,
+	// placed, it may still meet the SLO: the miss budget may place it.
+	MissBudgetEligible bool
 	// RetryAfterSeconds is the whole seconds to wait before retrying (≥ 1) when shed.
 	RetryAfterSeconds int
 }
@@ -333,6 +333,6 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 	if !math.IsInf(drain, 1) {
 		secs = int(math.Ceil(drain))
 	}
-	overloaded := !sheddable && drain+waited <= p.MaxWaitSeconds/waitShareOfTTFT
-	return Decision{Shed: true, Queue: queue, Overloaded: overloaded, RetryAfterSeconds: min(max(secs, 1), maxWait)}
+	eligible := !sheddable && drain+waited <= p.MaxWaitSeconds/waitShareOfTTFT
+	return Decision{Shed: true, Queue: queue, MissBudgetEligible: eligible, RetryAfterSeconds: min(max(secs, 1), maxWait)}
 }

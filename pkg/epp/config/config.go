@@ -299,6 +299,7 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 			pl.Latency.KVPressureFactor = *l.KVPressureFactor
 		}
 	}
+	routeSLO := admission.DefaultSLO
 	if a := c.Admission; a != nil {
 		setIf(&pl.Admission.Enabled, a.Enabled)
 		setIf(&pl.Admission.QueueDepth, a.QueueDepth)
@@ -310,6 +311,7 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 				return nil, fmt.Errorf("admission: slo.ttftSeconds and slo.tpotSeconds must be finite and > 0, got %v and %v", slo.TTFTSeconds, slo.TPOTSeconds)
 			}
 			pl.Admission = pl.Admission.FitSLO(*slo)
+			routeSLO = *slo
 		}
 		setIf(&pl.Admission.MaxWaitSeconds, a.MaxWaitSeconds)
 		setIf(&pl.Admission.MaxInterTokenSeconds, a.MaxInterTokenSeconds)
@@ -334,10 +336,6 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		if w, g := pl.Admission.MaxWaitSeconds, pl.Admission.MaxInterTokenSeconds; !(w >= 0) || !(g >= 0) || math.IsInf(w, 0) || math.IsInf(g, 0) {
 			return nil, fmt.Errorf("admission: maxWaitSeconds and maxInterTokenSeconds must be finite and ≥ 0 (0 turns the bound off)")
 		}
-	}
-	routeSLO := admission.DefaultSLO
-	if c.Admission != nil && c.Admission.SLO != nil {
-		routeSLO = *c.Admission.SLO
 	}
 	for _, plugin := range prof.Plugins() {
 		if u, ok := plugin.(admission.RouteSLOUser); ok {

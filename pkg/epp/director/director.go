@@ -285,7 +285,7 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency)
 	if dec.Shed {
 		res, err := d.queueOrShed(p, dec, req, now, place, queuing)
-		if res.Reason != ReasonShed || !dec.Overloaded || p.Admission.MissBudget <= 0 || !d.misses.spend() {
+		if res.Reason != ReasonShed || !dec.MissBudgetEligible || p.Admission.MissBudget <= 0 || !d.misses.spend() {
 			return res, err
 		}
 		reason = ReasonOverBounds

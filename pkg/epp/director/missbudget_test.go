@@ -11,16 +11,16 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
+// nearBound waiting requests put every endpoint's start for a 1,000-byte
+// prompt between the wait bound and the first-token budget.
+const nearBound = 130
+
 // On a fleet over the wait bound (1.5 s) but whose soonest start is within
 // the 2 s first-token budget, the miss budget places its share of the
 // requests that would be shed: the four it starts with, then 1% of 250 (two,
 // earned by the 100th and the 200th after them); never a low-priority
 // request shed for its priority, nor one whose first token would come past
 // the budget anyway.
-// nearBound waiting requests put every endpoint's start for a 1,000-byte
-// prompt between the wait bound and the first-token budget.
-const nearBound = 130
-
 func TestMissBudgetPlacesItsShareOverTheBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
