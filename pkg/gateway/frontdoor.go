@@ -138,9 +138,9 @@ type budget struct {
 }
 
 // collectAfter is the cost of a body whose bytes return to the budget only
-// after a garbage collection: left to the collector's pacing, finished large
-// bodies stay in memory until the heap doubles, while the budget would let
-// as many new ones in beside them.
+// once the collector has freed it: left to the collector's pacing, finished
+// large bodies stay in memory until the heap doubles, while the budget would
+// let as many new ones in beside them.
 const collectAfter = 8 << 20
 
 func newBudget(n int64) *budget {
@@ -165,7 +165,30 @@ func (b *budget) take(n int64) bool {
 	}
 }
 
-// give hands n bytes back, a large body's once it is collected.
+// alloc makes a buffer of length and capacity for cost taken from the
+// budget; false when it does not fit. A large buffer's cost returns to the
+// budget when the collector frees it, not when it is given back: a handler
+// or the transport's writer may hold it a moment longer, and until it is
+// freed it is memory in use.
+func (b *budget) alloc(cost int64, length, capacity int) ([]byte, bool) {
+	if !b.take(cost) {
+		return nil, false
+	}
+	buf := make([]byte, length, capacity)
+	if cost >= collectAfter {
+		runtime.AddCleanup(&buf[:1][0], b.freed, cost)
+	}
+	return buf, true
+}
+
+// freed returns a collected large buffer's cost to the budget.
+func (b *budget) freed(n int64) {
+	b.collecting.Add(-n)
+	b.release(n)
+}
+
+// give hands n bytes back: at once for a small buffer, and for a large one
+// (see alloc) by asking for a collection.
 func (b *budget) give(n int64) {
 	if n < collectAfter {
 		b.release(n)
@@ -183,19 +206,28 @@ func (b *budget) release(n int64) {
 	b.left.Add(n)
 }
 
-// collectGarbage collects the large bodies given back, one collection for
-// all given meanwhile, and returns their bytes to the budget, until done
-// closes. A collection is cheap here: bodies are byte slices, never scanned.
+// collectGarbage collects the large bodies given back until every one of
+// them is freed, one collection for all given meanwhile, until done closes.
+// A body may still be referenced when it is given back, so collections
+// repeat, further apart each time. A collection is cheap here: bodies are
+// byte slices, never scanned.
 func (b *budget) collectGarbage(done <-chan struct{}) {
+	const firstRetry, lastRetry = time.Millisecond, time.Second
 	for {
 		select {
 		case <-done:
-			b.release(b.collecting.Swap(0))
 			return
 		case <-b.collect:
-			n := b.collecting.Swap(0)
+		}
+		for wait := firstRetry; b.collecting.Load() > 0; wait = min(2*wait, lastRetry) {
 			runtime.GC()
-			b.release(n)
+			retry := time.NewTimer(wait)
+			select {
+			case <-done:
+				retry.Stop()
+				return
+			case <-retry.C:
+			}
 		}
 	}
 }
@@ -220,10 +252,10 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	var err error
 	if r.ContentLength >= 0 {
 		cost = bodyCost(r.ContentLength)
-		if !g.budget.take(cost) {
+		var ok bool
+		if body, ok = g.budget.alloc(cost, int(r.ContentLength), int(r.ContentLength)); !ok {
 			return nil, 0, bufferBudgetFull()
 		}
-		body = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(r.Body, body)
 	} else {
 		body, cost, err = g.readUnknownLength(r.Body, limit)
@@ -267,10 +299,10 @@ func (g *Gateway) readUnknownLength(body io.Reader, limit int64) (buf []byte, co
 				return nil, cost, rerr
 			}
 			size := min(max(2*int64(cap(buf)), unknownLengthStep), limit)
-			if !g.budget.take(bodyCost(size)) {
+			grown, ok := g.budget.alloc(bodyCost(size), len(buf), int(size))
+			if !ok {
 				return nil, cost, errBudget
 			}
-			grown := make([]byte, len(buf), size)
 			copy(grown, buf)
 			g.budget.give(cost)
 			buf, cost = grown, bodyCost(size)
