@@ -5,8 +5,6 @@
 package prefixlocality
 
 import (
-	"fmt"
-
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 	"github.com/igw-dev/igw/pkg/global/member"
@@ -15,28 +13,16 @@ import (
 // Type is the plugin's type name.
 const Type = "member-prefix-locality"
 
-// Parameters of the scorer.
-type Parameters struct {
-	// MinMatchTokens: a shorter match scores 0 (default 128), so that a
-	// shared system prompt alone does not pull traffic across regions.
-	MinMatchTokens int `json:"minMatchTokens"`
-}
-
 // Scorer scores matched blocks / prompt blocks, in [0, 1].
 type Scorer struct {
-	scheduling.Named
-	minMatch int
+	scheduling.PrefixMatch
 }
 
 var _ scheduling.Scorer = (*Scorer)(nil)
 
-// New is the registry factory.
-var New = scheduling.WithParameters(Type, Parameters{MinMatchTokens: 128}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
-	if p.MinMatchTokens < 0 {
-		return nil, fmt.Errorf("minMatchTokens must not be negative")
-	}
-	return &Scorer{Named: n, minMatch: p.MinMatchTokens}, nil
-})
+// New is the registry factory. Its one parameter is minMatchTokens
+// (scheduling.PrefixMatchParameters); 0 means no minimum.
+var New = scheduling.WithMinMatch(Type, 0, func(m scheduling.PrefixMatch) scheduling.Plugin { return &Scorer{m} })
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
@@ -49,7 +35,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 		}
 		matched := t.MatchedTokens(c, v)
 		blocks := t.PromptBlocks(c, st.Summary.Digest.BlockTokens)
-		if matched < s.minMatch || matched == 0 || blocks == 0 {
+		if matched < s.MinMatchTokens || matched == 0 || blocks == 0 {
 			continue
 		}
 		scores[i] = float64(matched/st.Summary.Digest.BlockTokens) / float64(blocks)

@@ -59,3 +59,13 @@ func TestScoresTheShareHeld(t *testing.T) {
 		t.Errorf("the base model's blocks matched an adapter's prompt: %v", got[0])
 	}
 }
+
+// minMatchTokens 0 means no minimum; a negative one is a mistake.
+func TestRejectsNegativeMinimum(t *testing.T) {
+	if _, err := New(Type, scheduling.Parameters(`{"minMatchTokens": 0}`)); err != nil {
+		t.Errorf("no minimum rejected: %v", err)
+	}
+	if _, err := New(Type, scheduling.Parameters(`{"minMatchTokens": -1}`)); err == nil {
+		t.Error("a negative minimum accepted")
+	}
+}

@@ -105,7 +105,7 @@ var _ scheduling.Scorer = (*Scorer)(nil)
 
 // New is the registry factory.
 var New = scheduling.WithParameters(Type, Parameters{EventsPort: wire.KVEventsPort, BlockSize: kvevents.DefaultBlockSize,
-	MinMatchTokens: 128, MaxPromptTokens: 65536, ResyncSeconds: kvevents.DefaultResyncWindow.Seconds(),
+	MinMatchTokens: scheduling.DefaultMinMatchTokens, MaxPromptTokens: 65536, ResyncSeconds: kvevents.DefaultResyncWindow.Seconds(),
 	ProbeSeconds: kvevents.DefaultProbeInterval.Seconds(), ReplayTimeoutSeconds: kvevents.DefaultReplayTimeout.Seconds()}, newScorer)
 
 // newScorer checks the parameters, listing every bad value, and opens the

@@ -3,8 +3,6 @@
 package prefixcache
 
 import (
-	"fmt"
-
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
@@ -12,29 +10,16 @@ import (
 // Type is the plugin's type name.
 const Type = "prefix-cache"
 
-// Parameters of the prefix-cache scorer.
-type Parameters struct {
-	// MinMatchTokens is the shortest match that counts. Shorter matches score
-	// 0: in some traces every request shares its first block, and honouring that
-	// would send all traffic to one endpoint. Default 128.
-	MinMatchTokens int `json:"minMatchTokens"`
-}
-
 // Scorer gives matched blocks / prompt blocks when the match is long enough.
 type Scorer struct {
-	scheduling.Named
-	minMatch int
+	scheduling.PrefixMatch
 }
 
 var _ scheduling.Scorer = (*Scorer)(nil)
 
-// New is the registry factory.
-var New = scheduling.WithParameters(Type, Parameters{MinMatchTokens: 128}, func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) {
-	if p.MinMatchTokens < 1 {
-		return nil, fmt.Errorf("minMatchTokens must be at least 1, got %d", p.MinMatchTokens)
-	}
-	return &Scorer{Named: n, minMatch: p.MinMatchTokens}, nil
-})
+// New is the registry factory. Its one parameter is minMatchTokens
+// (scheduling.PrefixMatchParameters), at least 1.
+var New = scheduling.WithMinMatch(Type, 1, func(m scheduling.PrefixMatch) scheduling.Plugin { return &Scorer{m} })
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
@@ -43,7 +28,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 		return
 	}
 	for i, v := range cands {
-		if m := c.MatchedBlocks(v); m > 0 && m*c.BlockTokens() >= s.minMatch {
+		if m := c.MatchedBlocks(v); m > 0 && m*c.BlockTokens() >= s.MinMatchTokens {
 			scores[i] = float64(m) / float64(total)
 		}
 	}
