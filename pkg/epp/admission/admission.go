@@ -197,27 +197,50 @@ func (p Policy) Overloaded(v *datastore.View, waitSeconds, waited float64) bool 
 
 // judgeable reports whether v's figures can say it is overloaded. A stale
 // endpoint's cannot: nothing says it is, and shedding every request of a
-// fleet whose telemetry lags would be an outage. Nor can those of an
-// endpoint serving LoRA adapters: there requests wait for an adapter slot and
-// every step pauses while one loads, so its waits and times between tokens
-// say how its adapters are spread, not how loaded it is (an adapter load is
-// not overload). Judged by them, a fleet of six A100s serving 15 adapters
-// at 25 req/s (des, multi-lora) shed over 7,000 of 13,400 requests and its
-// goodput fell from 18.1 to under 7 req/s with a 1 s wait bound and any
-// bound between tokens from 60 to 150 ms; with 2 s and 60 ms, two seeds of
-// three still fell to 7.6.
+// fleet whose telemetry lags would be an outage. Nor can most of those of an
+// endpoint serving LoRA adapters (servesAdapters): see WaitExceeded.
 func judgeable(v *datastore.View) bool {
-	return !v.Stale && len(v.Metrics.RunningAdapters) == 0 && len(v.Metrics.WaitingAdapters) == 0 && len(v.AdaptersSinceSample) == 0
+	return !v.Stale && !servesAdapters(v)
+}
+
+// servesAdapters reports whether LoRA adapters run, wait or were sent to v.
+func servesAdapters(v *datastore.View) bool {
+	return len(v.Metrics.RunningAdapters) > 0 || len(v.Metrics.WaitingAdapters) > 0 || len(v.AdaptersSinceSample) > 0
 }
 
 // WaitExceeded reports whether a new request would wait more than
 // MaxWaitSeconds on v for its first token: the predicted wait, or the age of
 // the oldest request already waiting there if more (observed, not predicted:
 // a server out of KV memory stops prefilling while the predicted backlog
-// drains). An endpoint whose figures cannot say it (judgeable) never does.
+// drains). A stale endpoint never does.
+//
+// On an endpoint serving LoRA adapters requests wait for an adapter slot and
+// every step pauses while one loads, so its observed waits and times between
+// tokens say how its adapters are spread, not how loaded it is (an adapter
+// load is not overload). Judged by them, a fleet of six A100s serving 15
+// adapters at 25 req/s (des, multi-lora) shed over 7,000 of 13,400 requests
+// and its goodput fell from 18.1 to under 7 req/s with a 1 s wait bound and
+// any bound between tokens from 60 to 150 ms. Its predicted wait (the prefill
+// backlog) is still the work queued there, so it is judged by that alone,
+// against the whole first-token budget rather than the wait bound's share of
+// it. Not judged at all, that fleet at twice and four times that rate queued
+// every request until almost none met the SLO (goodput 0-0.04 req/s, 150 s,
+// seeds 1-3 and 11-13, against round-robin's 2.73 and 0.23 on seeds 1-3);
+// judged so, 5.90 and 1.90 (seeds 1-3), 5.96 and 5.75 (11-13), with no change
+// at 25 req/s beyond the noise of its routing (600 s, goodput 16.15 -> 17.38
+// on seeds 1-3, 19.86 -> 20.16 on 11-13).
 func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
-	return judgeable(v) && p.MaxWaitSeconds > 0 && max(waitSeconds, v.OldestWait.Seconds()) > p.MaxWaitSeconds
+	switch {
+	case v.Stale || p.MaxWaitSeconds <= 0:
+		return false
+	case servesAdapters(v):
+		return waitSeconds > p.firstTokenBudget()
+	}
+	return max(waitSeconds, v.OldestWait.Seconds()) > p.MaxWaitSeconds
 }
+
+// firstTokenBudget is the first-token SLO the wait bound was fitted to (FitSLO).
+func (p Policy) firstTokenBudget() float64 { return p.MaxWaitSeconds / waitShareOfTTFT }
 
 // Prefill says how much of the request's prompt an endpoint would have to
 // prefill (scheduling.Cycle's UncachedTokens).
@@ -333,6 +356,6 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 	if !math.IsInf(drain, 1) {
 		secs = int(math.Ceil(drain))
 	}
-	eligible := !sheddable && drain+waited <= p.MaxWaitSeconds/waitShareOfTTFT
+	eligible := !sheddable && drain+waited <= p.firstTokenBudget()
 	return Decision{Shed: true, Queue: queue, MissBudgetEligible: eligible, RetryAfterSeconds: min(max(secs, 1), maxWait)}
 }

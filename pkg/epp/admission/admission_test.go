@@ -70,12 +70,14 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	}
 }
 
-// An endpoint serving LoRA adapters is not judged by its waits and times
-// between tokens, which adapter loads and slots stretch: requests go on being
-// scheduled there, while the same figures on a base-model endpoint shed them.
+// An endpoint serving LoRA adapters is not judged by its observed waits and
+// times between tokens, which adapter loads and slots stretch: requests go on
+// being scheduled there, while the same figures on a base-model endpoint shed
+// them. Its prefill backlog still counts, against the whole first-token
+// budget: past it, requests are shed there too.
 func TestAdapterWaitsAreNotOverload(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
-	base := view(500, 0.2)
+	base := view(20, 0.2) // 20 waiting × 1,000 tokens: about 1 s of prefill
 	base.InFlight, base.OldestWait = 40, 5*time.Second
 	if d := p.Decide([]*datastore.View{base}, 0, 1000, 0, m); !d.Shed {
 		t.Fatalf("a base-model endpoint past both default bounds: not shed")
@@ -90,6 +92,15 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 		}
 		if got := p.WithinBounds([]*datastore.View{v}, 1000, 0, m, nil, nil); len(got) != 1 {
 			t.Errorf("adapter %s: not within the bounds", name)
+		}
+		backlog := *v
+		backlog.Metrics.Waiting = 100 // about 5 s of prefill, over the 2 s first-token budget
+		if d := p.Decide([]*datastore.View{&backlog}, 0, 1000, 0, m); !d.Shed {
+			t.Errorf("adapter %s with 5 s of prefill queued: not shed", name)
+		}
+		waited := *v
+		if p.WaitExceeded(&waited, 1.9) || !p.WaitExceeded(&waited, 2.1) {
+			t.Errorf("adapter %s: the wait bound is not the 2 s first-token budget", name)
 		}
 	}
 }
