@@ -220,21 +220,27 @@ func servesAdapters(v *datastore.View) bool {
 // load is not overload). Judged by them, a fleet of six A100s serving 15
 // adapters at 25 req/s (des, multi-lora) shed over 7,000 of 13,400 requests
 // and its goodput fell from 18.1 to under 7 req/s with a 1 s wait bound and
-// any bound between tokens from 60 to 150 ms. Its predicted wait (the prefill
-// backlog) is still the work queued there, so it is judged by that alone,
-// against the whole first-token budget rather than the wait bound's share of
-// it. Not judged at all, that fleet at twice and four times that rate queued
-// every request until almost none met the SLO (goodput 0-0.04 req/s, 150 s,
-// seeds 1-3 and 11-13, against round-robin's 2.73 and 0.23 on seeds 1-3);
-// judged so, 5.90 and 1.90 (seeds 1-3), 5.96 and 5.75 (11-13), with no change
-// at 25 req/s beyond the noise of its routing (600 s, goodput 16.15 -> 17.38
-// on seeds 1-3, 19.86 -> 20.16 on 11-13).
+// any bound between tokens from 60 to 150 ms. Two of its figures still say
+// overload: its predicted wait (the prefill backlog), against the whole
+// first-token budget rather than the wait bound's share of it, and the wait
+// of the oldest request in line there (OldestInLineWait, which leaves out
+// those waiting for a slot), against twice that budget: once it is served,
+// a request in line within one budget had not yet been recognised as waiting
+// for a slot often enough that the fleet at 25 req/s shed a third of its
+// requests (goodput 17.4 -> 7.7). Not judged at all, that fleet at twice and
+// four times that rate queued every request until almost none met the SLO
+// (goodput 0-0.04 req/s, 150 s, seeds 1-3 and 11-13, against round-robin's
+// 2.73 and 0.23 on seeds 1-3). Judged by the backlog alone, 5.90 and 1.90
+// (seeds 1-3), 5.96 and 5.75 (11-13); with the wait in line too, 6.72 and
+// 6.53, 7.66 and 6.89. At 25 req/s it changed nothing beyond the noise of its
+// routing (600 s, goodput 16.15 -> 17.38 on seeds 1-3, 19.86 -> 20.16 on 11-13).
 func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	switch {
 	case v.Stale || p.MaxWaitSeconds <= 0:
 		return false
 	case servesAdapters(v):
-		return waitSeconds > p.firstTokenBudget()
+		budget := p.firstTokenBudget()
+		return waitSeconds > budget || v.OldestInLineWait.Seconds() > 2*budget
 	}
 	return max(waitSeconds, v.OldestWait.Seconds()) > p.MaxWaitSeconds
 }

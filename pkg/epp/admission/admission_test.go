@@ -74,7 +74,8 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 // times between tokens, which adapter loads and slots stretch: requests go on
 // being scheduled there, while the same figures on a base-model endpoint shed
 // them. Its prefill backlog still counts, against the whole first-token
-// budget: past it, requests are shed there too.
+// budget, and so does the wait of a request in line (not passed over for a
+// slot), against twice that budget: past them, requests are shed there too.
 func TestAdapterWaitsAreNotOverload(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
 	base := view(20, 0.2) // 20 waiting × 1,000 tokens: about 1 s of prefill
@@ -101,6 +102,13 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 		waited := *v
 		if p.WaitExceeded(&waited, 1.9) || !p.WaitExceeded(&waited, 2.1) {
 			t.Errorf("adapter %s: the wait bound is not the 2 s first-token budget", name)
+		}
+		inLine := *v
+		if inLine.OldestInLineWait = 3 * time.Second; p.WaitExceeded(&inLine, 0) {
+			t.Errorf("adapter %s: a request in line for 3 s marks it overloaded", name)
+		}
+		if inLine.OldestInLineWait = 5 * time.Second; !p.WaitExceeded(&inLine, 0) {
+			t.Errorf("adapter %s: a request in line for 5 s, past twice the first-token budget: not overloaded", name)
 		}
 	}
 }

@@ -138,6 +138,11 @@ type View struct {
 	// OldestWait is how long the oldest request of the picker's still
 	// awaiting its first token here has waited (0: none waits).
 	OldestWait time.Duration
+	// OldestInLineWait is the same for the oldest such request the server
+	// has not passed over (a request picked after it had its first token
+	// first): one that waits in line for the batch, not for an adapter slot
+	// or memory.
+	OldestInLineWait time.Duration
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:

@@ -186,6 +186,9 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	}
 	if len(s.queue) > 0 {
 		v.OldestWait = now.Sub(s.queue[0].PickedAt)
+		if i := slices.IndexFunc(s.queue, func(r *Request) bool { return !r.skipped }); i >= 0 {
+			v.OldestInLineWait = now.Sub(s.queue[i].PickedAt)
+		}
 	}
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness

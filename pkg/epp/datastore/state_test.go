@@ -187,10 +187,17 @@ func TestPassedOverRequestsStayInBacklog(t *testing.T) {
 	if v.BacklogTokens != 1000 {
 		t.Fatalf("10 s after it was passed over, backlog %.0f tokens, want the waiting prompt's 1000", v.BacklogTokens)
 	}
+	if v.OldestWait != 10*time.Second || v.OldestInLineWait != 0 {
+		t.Fatalf("oldest wait %v, in line %v; want 10s and none (the one waiting was passed over)", v.OldestWait, v.OldestInLineWait)
+	}
 	st.Picked(&Request{UncachedTokens: 300}, at(11))
 	st.View(at(11), 0, &v)
 	if v.BacklogTokens != 1300 {
 		t.Fatalf("new pick on top: backlog %.0f, want 1300", v.BacklogTokens)
+	}
+	st.View(at(11.5), 0, &v)
+	if v.OldestWait != 10500*time.Millisecond || v.OldestInLineWait != 500*time.Millisecond {
+		t.Fatalf("oldest wait %v, in line %v; want 10.5s and the new pick's 0.5s", v.OldestWait, v.OldestInLineWait)
 	}
 	st.ObserveFirstToken(blocked, at(12))
 	st.View(at(12), 0, &v)
