@@ -70,18 +70,17 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	}
 }
 
-// An endpoint serving LoRA adapters is not judged by its observed waits and
-// times between tokens, which adapter loads and slots stretch: requests go on
-// being scheduled there, while the same figures on a base-model endpoint shed
-// them. Its prefill backlog still counts, against the whole first-token
-// budget, and so does the wait of a request in line (not passed over for a
-// slot), against twice that budget: past them, requests are shed there too.
-func TestAdapterWaitsAreNotOverload(t *testing.T) {
-	p, m := DefaultPolicy, latency.DefaultModel
-	base := view(20, 0.2) // 20 waiting × 1,000 tokens: about 1 s of prefill
-	base.InFlight, base.OldestWait = 40, 5*time.Second
+// On an endpoint serving LoRA adapters, requests passed over for an adapter
+// slot are not load: the oldest wait is held to twice the first-token budget,
+// not the wait bound, while the oldest request in line, the prefill backlog
+// and the request's own wait for a slot are held to the wait bound. Its time
+// between tokens is held to two thirds of the bound.
+func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel // wait bound 1.5 s, first-token budget 2 s, 60 ms between tokens
+	base := view(20, 0.03)                      // 20 waiting × 1,000 tokens: about 1 s of prefill
+	base.InFlight, base.OldestWait = 40, 3*time.Second
 	if d := p.Decide([]*datastore.View{base}, 0, 1000, 0, m); !d.Shed {
-		t.Fatalf("a base-model endpoint past both default bounds: not shed")
+		t.Fatalf("a base-model endpoint whose oldest request waited 3 s: not shed")
 	}
 	running, waiting, sent := *base, *base, *base
 	running.Metrics.RunningAdapters = []string{"a"}
@@ -89,27 +88,30 @@ func TestAdapterWaitsAreNotOverload(t *testing.T) {
 	sent.AdaptersSinceSample = []string{"c"}
 	for name, v := range map[string]*datastore.View{"running": &running, "waiting": &waiting, "sent since the sample": &sent} {
 		if d := p.Decide([]*datastore.View{v}, 0, 1000, 0, m); d.Shed {
-			t.Errorf("adapter %s: shed %+v", name, d)
+			t.Errorf("adapter %s, the oldest request waiting 3 s for a slot: shed %+v", name, d)
 		}
 		if got := p.WithinBounds([]*datastore.View{v}, 1000, 0, m, nil, nil); len(got) != 1 {
 			t.Errorf("adapter %s: not within the bounds", name)
 		}
-		backlog := *v
-		backlog.Metrics.Waiting = 100 // about 5 s of prefill, over the 2 s first-token budget
-		if d := p.Decide([]*datastore.View{&backlog}, 0, 1000, 0, m); !d.Shed {
-			t.Errorf("adapter %s with 5 s of prefill queued: not shed", name)
+		overloaded := map[string]func(w *datastore.View){
+			"its oldest request waited 5 s":    func(w *datastore.View) { w.OldestWait = 5 * time.Second },
+			"a request in line waited 2 s":     func(w *datastore.View) { w.OldestInLineWait = 2 * time.Second },
+			"5 s of prefill queued":            func(w *datastore.View) { w.Metrics.Waiting = 100 },
+			"the request waits 1 s for a slot": func(w *datastore.View) { w.AdapterSlotWaitSeconds = 1 },
+			"tokens 50 ms apart (bound 40 ms)": func(w *datastore.View) { w.Speed.InterTokenSeconds = 0.05 },
 		}
-		waited := *v
-		if p.WaitExceeded(&waited, 1.9) || !p.WaitExceeded(&waited, 2.1) {
-			t.Errorf("adapter %s: the wait bound is not the 2 s first-token budget", name)
+		for why, set := range overloaded {
+			w := *v
+			set(&w)
+			if d := p.Decide([]*datastore.View{&w}, 0, 1000, 0, m); !d.Shed {
+				t.Errorf("adapter %s, %s: not shed", name, why)
+			}
 		}
-		inLine := *v
-		if inLine.OldestInLineWait = 3 * time.Second; p.WaitExceeded(&inLine, 0) {
-			t.Errorf("adapter %s: a request in line for 3 s marks it overloaded", name)
-		}
-		if inLine.OldestInLineWait = 5 * time.Second; !p.WaitExceeded(&inLine, 0) {
-			t.Errorf("adapter %s: a request in line for 5 s, past twice the first-token budget: not overloaded", name)
-		}
+	}
+	fine := *base
+	fine.OldestWait, fine.Speed.InterTokenSeconds = 0, 0.05
+	if p.Overloaded(&fine, 0, 0) {
+		t.Error("a base-model endpoint with tokens 50 ms apart (bound 60 ms) is overloaded")
 	}
 }
 

@@ -35,7 +35,7 @@
 //	  maxWaitSeconds: 1.5     # overloaded: a new request would wait longer for its first token
 //	  maxInterTokenSeconds: 0.06 # ... or tokens come further apart there; when every endpoint
 //	                          # is overloaded any request gets 429 (0 turns a bound off;
-//	                          # endpoints serving LoRA adapters are never judged by them)
+//	                          # endpoints serving LoRA adapters: see admission.Policy.WaitExceeded)
 //	  queue:                  # the picker's own queue: a request that finds every endpoint
 //	    maxRequests: 8        # overloaded waits there for one to come within the bounds;
 //	    maxBytes: 33554432    # past these bounds it gets 429 at once (maxRequests 0: no queue)

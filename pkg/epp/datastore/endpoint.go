@@ -143,6 +143,11 @@ type View struct {
 	// first): one that waits in line for the batch, not for an adapter slot
 	// or memory.
 	OldestInLineWait time.Duration
+	// AdapterSlotWaitSeconds is how long the request being decided would
+	// wait here for its LoRA adapter to get a slot (0: resident, a slot is
+	// free, or no adapter). Not the endpoint's: the picker sets it for each
+	// decision (director), admission control reads it.
+	AdapterSlotWaitSeconds float64
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:

@@ -281,6 +281,11 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	if place == nil && p.Admission.Enabled {
 		d.misses.earn(p.Admission.MissBudget)
 	}
+	if a := req.Adapter; a != "" {
+		for _, v := range c.cands {
+			v.AdapterSlotWaitSeconds = adapterSlotWaitSeconds(v, a)
+		}
+	}
 	reason := ReasonScored
 	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency)
 	if dec.Shed {
@@ -450,4 +455,21 @@ func (d *Director) putCycle(c *cycle) {
 	clear(c.byID)
 	c.Request = nil // its body and prompt must not outlive the request in a cycle kept for reuse
 	d.cycles.Put(c)
+}
+
+// minAdapterSlotWaitSeconds is the least wait for an adapter slot where
+// every slot serves a running adapter (the predicted-latency scorer's
+// default adapterWaitSeconds).
+const minAdapterSlotWaitSeconds = 1.0
+
+// adapterSlotWaitSeconds is how long a request for adapter would wait on v
+// for a slot: none where the adapter is resident or a slot is free; where
+// every slot serves a running adapter, until one of them drains, about a
+// request's duration there.
+func adapterSlotWaitSeconds(v *datastore.View, adapter string) float64 {
+	switch v.AdapterPlace(adapter) {
+	case datastore.AdapterQueued, datastore.AdapterFull:
+		return max(minAdapterSlotWaitSeconds, v.Speed.RequestSeconds)
+	}
+	return 0
 }

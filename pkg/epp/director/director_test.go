@@ -280,3 +280,30 @@ func TestStoppedPodIsNotLostForGood(t *testing.T) {
 			got, total, 100*share/0.5, states[0].Speed())
 	}
 }
+
+// TestAdapterSlotWaitCountsTowardsTheWaitBound: on an endpoint whose adapter
+// slots all serve other running adapters, a request for an adapter that is
+// not there would wait for a slot on top of the prefill queued ahead: with
+// about 0.85 s of prefill queued, a base-model request is placed and one for
+// such an adapter is shed (wait bound 1.5 s, a slot about 1 s away), while
+// one for a running adapter is placed.
+func TestAdapterSlotWaitCountsTowardsTheWaitBound(t *testing.T) {
+	cfg := config.Default + "admission:\n  missBudget: 0\n  queue: {maxRequests: 0}\n"
+	d := newDirector(t, cfg, 1, director.Options{})
+	k := keys(d)[0]
+	d.UpdateMetrics(k, datastore.Metrics{Waiting: 16, Running: 8, RunningAdapters: []string{"a", "b"}, MaxAdapters: 2,
+		KVCacheKnown: true, SampledAt: t0}, t0)
+	for _, tc := range []struct {
+		adapter string
+		shed    bool
+	}{{"", false}, {"a", false}, {"c", true}} {
+		req := &scheduling.Request{Model: "m", Adapter: tc.adapter, PromptTokens: 1000}
+		res, err := d.Schedule(context.Background(), req, false, t0)
+		if shed := res != nil && res.Reason == director.ReasonShed; shed != tc.shed || (err != nil) != tc.shed {
+			t.Errorf("adapter %q: reason %v, error %v; want shed %v", tc.adapter, res.Reason, err, tc.shed)
+		}
+		if res != nil && res.Reason != director.ReasonShed {
+			d.ObserveCompletion(res, 1, t0) // leave the queue as it was
+		}
+	}
+}

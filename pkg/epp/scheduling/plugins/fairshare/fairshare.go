@@ -20,7 +20,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/loraaffinity"
 )
 
 // Type is the plugin's type name.
@@ -192,7 +191,7 @@ func (s *Scorer) suits(c *scheduling.Cycle, cands []*datastore.View, v *datastor
 			return false
 		}
 	}
-	if a := c.Request.Adapter; a != "" && loraaffinity.AdapterState(v, a) != loraaffinity.Resident {
+	if a := c.Request.Adapter; a != "" && v.AdapterPlace(a) != datastore.AdapterResident {
 		return false
 	}
 	if v.Speed.InterTokenSeconds > s.p.TPOTBudget*s.p.SLO.TPOTSeconds {

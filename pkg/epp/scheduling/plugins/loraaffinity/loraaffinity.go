@@ -3,8 +3,6 @@
 package loraaffinity
 
 import (
-	"slices"
-
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
@@ -33,33 +31,6 @@ var _ scheduling.Scorer = (*Scorer)(nil)
 var New = scheduling.WithParameters(Type, Parameters{Resident: 1, FreeSlot: 0.8, Queued: 0.6, Full: 0},
 	func(n scheduling.Named, p Parameters) (scheduling.Plugin, error) { return &Scorer{Named: n, p: p}, nil })
 
-// State is where an adapter stands on one endpoint.
-type State int
-
-// Adapter states, best first.
-const (
-	Resident State = iota
-	FreeSlot
-	Queued
-	Full
-)
-
-// AdapterState classifies adapter on v. Unknown slot counts (no LoRA
-// telemetry) count as a free slot.
-func AdapterState(v *datastore.View, adapter string) State {
-	running, waiting := v.Metrics.HasAdapter(adapter)
-	if running || slices.Contains(v.AdaptersSinceSample, adapter) {
-		return Resident
-	}
-	if v.Metrics.MaxAdapters == 0 || slotsUsed(v) < v.Metrics.MaxAdapters {
-		return FreeSlot
-	}
-	if waiting {
-		return Queued
-	}
-	return Full
-}
-
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
 	adapter := c.Request.Adapter
@@ -68,27 +39,15 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = 1
 			continue
 		}
-		switch AdapterState(v, adapter) {
-		case Resident:
+		switch v.AdapterPlace(adapter) {
+		case datastore.AdapterResident:
 			scores[i] = s.p.Resident
-		case FreeSlot:
+		case datastore.AdapterFreeSlot:
 			scores[i] = s.p.FreeSlot
-		case Queued:
+		case datastore.AdapterQueued:
 			scores[i] = s.p.Queued
 		default:
 			scores[i] = s.p.Full
 		}
 	}
-}
-
-// slotsUsed counts the distinct adapters running or sent since the sample: an
-// adapter sent again while it runs takes no second slot.
-func slotsUsed(v *datastore.View) int {
-	n := len(v.Metrics.RunningAdapters)
-	for _, a := range v.AdaptersSinceSample {
-		if !slices.Contains(v.Metrics.RunningAdapters, a) {
-			n++
-		}
-	}
-	return n
 }

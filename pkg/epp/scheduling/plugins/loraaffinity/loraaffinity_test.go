@@ -24,29 +24,6 @@ func fleet() []*datastore.View {
 	)
 }
 
-func TestAdapterState(t *testing.T) {
-	vs := fleet()
-	for i, want := range []State{Resident, FreeSlot, Queued, Full} {
-		if got := AdapterState(vs[i], "sql"); got != want {
-			t.Errorf("endpoint %s: state %d, want %d", vs[i].Key, got, want)
-		}
-	}
-	vs[3].AdaptersSinceSample = []string{"sql"} // sent there since the sample: loading
-	if got := AdapterState(vs[3], "sql"); got != Resident {
-		t.Errorf("adapter sent since the sample: state %d, want resident", got)
-	}
-	// An adapter sent again while it runs takes no second slot.
-	again := plugintest.Views(datastore.Metrics{RunningAdapters: []string{"chat"}, MaxAdapters: 2})[0]
-	again.AdaptersSinceSample = []string{"chat"}
-	if got := AdapterState(again, "sql"); got != FreeSlot {
-		t.Errorf("one adapter counted in two slots: state %d", got)
-	}
-	// Without LoRA telemetry the slot count is unknown: counted as free.
-	if got := AdapterState(plugintest.Views(datastore.Metrics{})[0], "sql"); got != FreeSlot {
-		t.Errorf("unknown slots: state %d, want a free slot", got)
-	}
-}
-
 func TestScoresEachState(t *testing.T) {
 	if s := score(t, "", "sql", fleet()); s[0] != 1 || s[1] != 0.8 || s[2] != 0.6 || s[3] != 0 {
 		t.Fatalf("default scores %v, want 1, 0.8, 0.6, 0", s)

@@ -12,7 +12,6 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
-	"github.com/igw-dev/igw/pkg/epp/scheduling/plugins/loraaffinity"
 )
 
 // Type is the plugin's type name.
@@ -74,10 +73,10 @@ func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
 		t += s.work * c.Latency.PrefillSeconds(v.Speed, float64(uncached))
 	}
 	if a := c.Request.Adapter; a != "" {
-		switch loraaffinity.AdapterState(v, a) {
-		case loraaffinity.FreeSlot:
+		switch v.AdapterPlace(a) {
+		case datastore.AdapterFreeSlot:
 			t += s.adapterLoadCost(v)
-		case loraaffinity.Queued, loraaffinity.Full:
+		case datastore.AdapterQueued, datastore.AdapterFull:
 			// Every slot serves a running adapter: the request waits until one
 			// of them drains, about a request's duration there, then loads.
 			t += max(s.adapterWait, v.Speed.RequestSeconds) + s.adapterLoadCost(v)
