@@ -320,8 +320,14 @@ type configMapSync struct {
 }
 
 func (s *configMapSync) run(ctx context.Context) {
+	failing := "" // the error last logged: an API server outage is logged once, not ten times a second
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := s.once(); err != nil && ctx.Err() == nil {
+		err := s.once()
+		switch {
+		case err == nil:
+			failing = ""
+		case ctx.Err() == nil && err.Error() != failing:
+			failing = err.Error()
 			GinkgoWriter.Printf("ConfigMap %s: %v\n", s.key, err)
 		}
 	}, 100*time.Millisecond)

@@ -374,10 +374,6 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		replicas := []*process{startPod(ns, name), startPod(ns, name)}
 		front.add(replicas...)
 
-		ready := func(p *process) bool {
-			c := p.Deployment.Spec.Template.Spec.Containers[0]
-			return p.probe(c, c.ReadinessProbe) == nil
-		}
 		var leader, standby *process
 		Eventually(func() int {
 			n := 0

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +38,10 @@ import (
 // headerUpstream, on a response of the front, is the endpoint it proxied the
 // request to: what the front did, not what the picker claimed.
 const headerUpstream = "x-e2e-upstream"
+
+// headerFailedOpen, on a response of the front, says that the route's picker
+// was down and the request went on unpicked under its policy's failOpen, and why.
+const headerFailedOpen = "x-e2e-failed-open"
 
 // envoy plays Envoy Gateway's data plane for one Gateway from what is in the
 // API server, read again for every request: the HTTPRoutes attached to the
@@ -63,8 +70,12 @@ const headerUpstream = "x-e2e-upstream"
 // failed open is balanced over the backend's ready endpoints (Envoy's
 // endpoint-override policy falls back to the cluster's own balancing);
 // otherwise Envoy answers 500 itself.
+//
+// While the API server cannot be read, the front goes on with what it last
+// read (lastKnown), as Envoy keeps the configuration Envoy Gateway last sent it.
 type envoy struct {
 	gateway types.NamespacedName
+	api     *lastKnown
 
 	URL string
 
@@ -85,7 +96,7 @@ func (e *envoy) add(pods ...*process) {
 }
 
 func startEnvoy(gateway types.NamespacedName, pods ...*process) *envoy {
-	e := &envoy{gateway: gateway, pods: pods, clients: map[string]*extproctest.Client{}}
+	e := &envoy{gateway: gateway, api: &lastKnown{Reader: k8s}, pods: pods, clients: map[string]*extproctest.Client{}}
 	srv := httptest.NewServer(e)
 	DeferCleanup(func() {
 		srv.Close()
@@ -213,12 +224,12 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var respond *extproctest.Live // the filter that sees the response
-	failedOpen := false
+	failedOpen := ""              // why the route's picker was passed over, when it was
 	for _, xp := range routeProcs {
 		l, err := xp.begin(xc, extproctest.Request{Headers: h, Body: body})
 		if errors.Is(err, errFilterDown) {
 			if xp.failOpen {
-				failedOpen = true
+				failedOpen = err.Error()
 				continue
 			}
 			writeImmediate(w, http.StatusInternalServerError, nil, nil)
@@ -250,7 +261,7 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 	backend := rule.BackendRefs[0].BackendObjectReference
 	dest, err := e.destination(rc, m.route, h)
 	switch {
-	case errors.Is(err, errNoDestination) && failedOpen:
+	case errors.Is(err, errNoDestination) && failedOpen != "":
 		if dest, err = e.fallbackEndpoint(rc, m.route.Namespace, backend); err != nil {
 			return err
 		}
@@ -295,6 +306,9 @@ func (e *envoy) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer resp.Body.Close()
 	w.Header().Set(headerUpstream, dest)
+	if failedOpen != "" {
+		w.Header().Set(headerFailedOpen, strings.Join(strings.Fields(failedOpen), " "))
+	}
 	if respond == nil {
 		for k, vs := range resp.Header {
 			w.Header()[k] = vs
@@ -330,7 +344,7 @@ func writeImmediate(w http.ResponseWriter, status int, h extproctest.Headers, bo
 // routes lists the HTTPRoutes attached to the Gateway.
 func (e *envoy) routes(ctx context.Context) ([]gwapiv1.HTTPRoute, error) {
 	var list gwapiv1.HTTPRouteList
-	if err := k8s.List(ctx, &list); err != nil {
+	if err := e.api.List(ctx, &list); err != nil {
 		return nil, err
 	}
 	var out []gwapiv1.HTTPRoute
@@ -467,7 +481,7 @@ func (e *envoy) directResponse(ctx context.Context, ns string, f gwapiv1.HTTPRou
 		return nil, fmt.Errorf("route filter %+v is not played by the front", f)
 	}
 	var hf egv1a1.HTTPRouteFilter
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, &hf); err != nil {
+	if err := e.api.Get(ctx, types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, &hf); err != nil {
 		return nil, err
 	}
 	dr := hf.Spec.DirectResponse
@@ -481,6 +495,7 @@ func (e *envoy) directResponse(ctx context.Context, ns string, f gwapiv1.HTTPRou
 type extProc struct {
 	addr     string
 	client   *extproctest.Client // nil when the filter is down
+	down     error               // why it is down
 	response bool                // the filter processes the response too
 	failOpen bool
 }
@@ -491,7 +506,7 @@ var errFilterDown = errors.New("ext_proc server unreachable")
 // begin plays the request path through the filter's server.
 func (xp extProc) begin(ctx context.Context, req extproctest.Request) (*extproctest.Live, error) {
 	if xp.client == nil {
-		return nil, errFilterDown
+		return nil, fmt.Errorf("%w: %w", errFilterDown, xp.down)
 	}
 	l, err := xp.client.Begin(ctx, req)
 	if status.Code(err) == codes.Unavailable { // status.Code sees through wrapping
@@ -504,7 +519,7 @@ func (xp extProc) begin(ctx context.Context, req extproctest.Request) (*extproct
 // that target kind/name, in policy name order.
 func (e *envoy) extProcs(ctx context.Context, ns, kind, name string) ([]extProc, error) {
 	var list egv1a1.EnvoyExtensionPolicyList
-	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := e.api.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(list.Items, func(a, b egv1a1.EnvoyExtensionPolicy) int { return cmp.Compare(a.Name, b.Name) })
@@ -526,7 +541,7 @@ func (e *envoy) extProcs(ctx context.Context, ns, kind, name string) ([]extProc,
 			failOpen := xp.FailOpen != nil && *xp.FailOpen
 			addr, err := e.servicePod(ctx, refNamespace(ref, p.Namespace), string(ref.Name), int32(*ref.Port))
 			if errors.Is(err, errNoReadyPod) {
-				out = append(out, extProc{failOpen: failOpen})
+				out = append(out, extProc{failOpen: failOpen, down: err})
 				continue
 			}
 			if err != nil {
@@ -605,7 +620,7 @@ func refNamespace(ref gwapiv1.BackendObjectReference, def string) string {
 // targetPort names.
 func (e *envoy) servicePod(ctx context.Context, ns, name string, port int32) (string, error) {
 	var svc corev1.Service
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
+	if err := e.api.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
 		return "", err
 	}
 	var target *intstr.IntOrString
@@ -620,26 +635,28 @@ func (e *envoy) servicePod(ctx context.Context, ns, name string, port int32) (st
 	e.mu.Lock()
 	pods := slices.Clone(e.pods)
 	e.mu.Unlock()
-	selected := 0
+	var notReady []error
 	for _, p := range pods {
 		if !p.serves(ns, svc.Spec.Selector) {
 			continue
 		}
-		selected++
 		c := p.Deployment.Spec.Template.Spec.Containers[0]
-		if c.ReadinessProbe != nil && p.probe(c, c.ReadinessProbe) != nil {
-			continue
+		if c.ReadinessProbe != nil {
+			if err := p.probe(c, c.ReadinessProbe); err != nil {
+				notReady = append(notReady, err)
+				continue
+			}
 		}
 		return p.port(c, *target)
 	}
-	return "", fmt.Errorf("%w (of %d selected) behind Service %s/%s", errNoReadyPod, selected, ns, name)
+	return "", fmt.Errorf("%w (of %d selected) behind Service %s/%s: %w", errNoReadyPod, len(notReady), ns, name, errors.Join(notReady...))
 }
 
 // destination is the endpoint the route's BackendTrafficPolicy takes from the
 // request headers (the first of a comma-separated list; the rest are fallbacks).
 func (e *envoy) destination(ctx context.Context, route *gwapiv1.HTTPRoute, h extproctest.Headers) (string, error) {
 	var list egv1a1.BackendTrafficPolicyList
-	if err := k8s.List(ctx, &list, client.InNamespace(route.Namespace)); err != nil {
+	if err := e.api.List(ctx, &list, client.InNamespace(route.Namespace)); err != nil {
 		return "", err
 	}
 	for _, p := range list.Items {
@@ -677,7 +694,7 @@ var (
 // is the rule of the picker's own pool source (source.Endpoints), the same as
 // the endpoints controller's: ready, running, with an IP.
 func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference, dest string) error {
-	endpoints, err := backendEndpoints(ctx, routeNS, ref)
+	endpoints, err := e.backendEndpoints(ctx, routeNS, ref)
 	if err != nil {
 		return err
 	}
@@ -690,7 +707,7 @@ func (e *envoy) checkEndpoint(ctx context.Context, routeNS string, ref gwapiv1.B
 // fallbackEndpoint is where Envoy sends a request that no picker placed: the
 // next of the backend's ready endpoints in turn.
 func (e *envoy) fallbackEndpoint(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference) (string, error) {
-	endpoints, err := backendEndpoints(ctx, routeNS, ref)
+	endpoints, err := e.backendEndpoints(ctx, routeNS, ref)
 	if err != nil {
 		return "", err
 	}
@@ -706,14 +723,14 @@ func (e *envoy) fallbackEndpoint(ctx context.Context, routeNS string, ref gwapiv
 // backendEndpoints are the ready endpoints of a backendRef: a Service (its
 // selector, the targetPort of the referenced port) or an InferencePool (its
 // selector, its target ports), by the picker's own pool rule.
-func backendEndpoints(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference) ([]string, error) {
+func (e *envoy) backendEndpoints(ctx context.Context, routeNS string, ref gwapiv1.BackendObjectReference) ([]string, error) {
 	ns := refNamespace(ref, routeNS)
 	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
 	var pool infv1.InferencePool
 	switch {
 	case ref.Kind == nil || *ref.Kind == "Service":
 		var svc corev1.Service
-		if err := k8s.Get(ctx, key, &svc); err != nil {
+		if err := e.api.Get(ctx, key, &svc); err != nil {
 			return nil, err
 		}
 		pool.Spec.Selector.MatchLabels = map[infv1.LabelKey]infv1.LabelValue{}
@@ -726,7 +743,7 @@ func backendEndpoints(ctx context.Context, routeNS string, ref gwapiv1.BackendOb
 			}
 		}
 	case *ref.Kind == "InferencePool":
-		if err := k8s.Get(ctx, key, &pool); err != nil {
+		if err := e.api.Get(ctx, key, &pool); err != nil {
 			return nil, err
 		}
 	default:
@@ -737,7 +754,7 @@ func backendEndpoints(ctx context.Context, routeNS string, ref gwapiv1.BackendOb
 		selector[string(k)] = string(v)
 	}
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(selector)); err != nil {
+	if err := e.api.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(selector)); err != nil {
 		return nil, err
 	}
 	var endpoints []string
@@ -755,4 +772,64 @@ func ptrOr[T ~string](p *T, def string) string {
 		return def
 	}
 	return string(*p)
+}
+
+// lastKnown reads the API server for the front and remembers each answer: a
+// read that fails for want of an API server (refused, timed out, an API
+// server still starting) gets the last answer to the same read instead, as
+// Envoy goes on with its last configuration while Envoy Gateway cannot watch.
+// An answer that an object does not exist is an answer, not an outage.
+type lastKnown struct {
+	client.Reader
+
+	mu   sync.Mutex
+	last map[string]runtime.Object
+	// stale counts the reads answered from memory.
+	stale int
+}
+
+func (l *lastKnown) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return l.settle(fmt.Sprintf("get %T %s", obj, key), obj, l.Reader.Get(ctx, key, obj, opts...))
+}
+
+func (l *lastKnown) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	return l.settle(fmt.Sprintf("list %T %s %v", list, o.Namespace, o.LabelSelector), list, l.Reader.List(ctx, list, opts...))
+}
+
+func (l *lastKnown) settle(key string, obj runtime.Object, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		if l.last == nil {
+			l.last = map[string]runtime.Object{}
+		}
+		l.last[key] = obj.DeepCopyObject()
+		return nil
+	}
+	prev, ok := l.last[key]
+	if !ok || objectNotFound(err) {
+		return err
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(prev.DeepCopyObject()).Elem())
+	l.stale++
+	return nil
+}
+
+// staleReads is how many reads were answered from memory so far.
+func (l *lastKnown) staleReads() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stale
+}
+
+// objectNotFound: the API server answered that the object does not exist (not
+// that it does not serve the object's kind yet, as one that has just started may).
+func objectNotFound(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || !apierrors.IsNotFound(err) {
+		return false
+	}
+	s := st.Status()
+	return s.Details != nil && s.Details.Name != "" && !strings.Contains(s.Message, "could not find the requested resource")
 }
