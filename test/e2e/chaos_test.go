@@ -196,12 +196,16 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 		By("the pickers follow the pool again: a pod turns ready and is picked")
 		// Under load: the front takes any ready pod as a valid pick, so the
 		// pickers may learn of the new one in their own time. Their watches
-		// come back after client-go's backoff, which has grown during the outage.
+		// come back after client-go's reflector backoff, which has grown
+		// during the outage: it doubles from 0.8 s, jittered up to twice
+		// that, and stops at [30, 60) s, so the next try may be most of a
+		// minute away (5 to 32 s after the control plane was back, seen on
+		// two idle cores), longer when a slow restart made one more try fail.
 		t0 = time.Now()
 		ip := strings.Split(sims[2].Addr, ":")[0]
 		Eventually(func() error { return fixtures.SetPodReady(ctx, k8s, chaosNS, sims[2].Pod, ip) }, eventually, poll).Should(Succeed())
 		for _, p := range pickers {
-			Eventually(func() []string { return pickerEndpoints(p) }, eventually, poll).Should(ConsistOf(addrs(sims)))
+			Eventually(func() []string { return pickerEndpoints(p) }, 2*time.Minute, poll).Should(ConsistOf(addrs(sims)))
 		}
 		notes[phaseControlPlaneBack] += fmt.Sprintf("; both replicas had %s %v after it turned ready", sims[2].Pod, time.Since(t0).Round(time.Millisecond))
 		time.Sleep(time.Second)
@@ -245,6 +249,9 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 				fmt.Fprintf(&table, "%22s%s\n", "", notes[ph])
 			}
 			for why, n := range t.openReasons {
+				if len(why) > 200 {
+					why = why[:200] + "..."
+				}
 				fmt.Fprintf(&table, "%22sfailed open %d times: %s\n", "", n, why)
 			}
 			total.requests += t.requests
