@@ -248,6 +248,9 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 			if notes[ph] != "" {
 				fmt.Fprintf(&table, "%22s%s\n", "", notes[ph])
 			}
+			if n := t.failedOpen - t.failedOpenInside; n > 0 {
+				fmt.Fprintf(&table, "%22s%d of those failing open ended after the next phase began\n", "", n)
+			}
 			for why, n := range t.openReasons {
 				if len(why) > 200 {
 					why = why[:200] + "..."
