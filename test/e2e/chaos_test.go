@@ -123,13 +123,12 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 
 	It("keeps every request that had no first byte, and the picker follows the pool once the control plane is back", func() {
 		name := render.NamesForRoute(chaosRoute).EPP
-		serving := sims[:2] // the ready pods; sims[2] turns ready once the control plane is back
-		load := startChaosLoad(oai, chaosModel, workers)
+		// The ready pods: sims[2] turns ready once the control plane is back.
+		serving := sims[:2]
+		load := startChaosLoad(oai, chaosModel, workers) // the steady phase begins
 		stopLoad := sync.OnceFunc(load.stop)
 		DeferCleanup(stopLoad)
 		notes := map[string]string{} // what each phase measured, for the table
-
-		load.enter(phaseSteady)
 		time.Sleep(2 * time.Second)
 
 		By("a rolling restart of the picker: the leader stops, the standby takes over, a new pod starts as standby; twice")
@@ -381,8 +380,10 @@ type chaosLoad struct {
 }
 
 func startChaosLoad(c openai.Client, model string, workers int) *chaosLoad {
-	l := &chaosLoad{done: make(chan struct{}), phase: -1, entered: make([]time.Time, len(chaosPhases)),
+	// The first phase begins with the load: every request is counted.
+	l := &chaosLoad{done: make(chan struct{}), entered: make([]time.Time, len(chaosPhases)),
 		tally: make([]chaosTally, len(chaosPhases))}
+	l.entered[0] = time.Now()
 	for w := range workers {
 		l.wg.Go(func() {
 			for i := 0; ; i++ {
@@ -397,9 +398,7 @@ func startChaosLoad(c openai.Client, model string, workers int) *chaosLoad {
 				l.mu.Unlock()
 				o := chaosRequest(c, model, w, i)
 				l.gate.RUnlock()
-				if ph >= 0 {
-					l.record(ph, o)
-				}
+				l.record(ph, o)
 			}
 		})
 	}
