@@ -37,15 +37,21 @@ import (
 // The route runs what an operator who wants the picker to survive its own
 // restarts runs: two replicas, active-passive by leader election, and
 // failureMode FailOpen. Two replicas alone do not make a restart invisible:
-// between the leader's release of the Lease and the standby's next try (one
-// retry period, 2 s by default) no replica is ready, and under FailClose
-// Envoy answers those requests 500. FailOpen alone survives too (the test of
-// FailOpen in e2e_test.go stops the only picker), but every request of the
-// outage then goes unpicked; with a standby that gap is a retry period.
-// While the control plane is down the leader cannot renew its Lease and
-// holds over (pkg/epp/runner/leader.go): it must keep placing every request
-// from the endpoints it last saw, none failing open, and once the control
-// plane is back it must follow the pool again.
+// between the leader's release of the Lease and the standby's next try
+// (client-go retries every 2 s by default, jittered up to 4.4 s) no replica
+// is ready, and under FailClose Envoy answers those requests 500. FailOpen
+// alone survives too (the FailOpen spec in e2e_test.go stops the only
+// picker), but every request until the picker is back then goes unpicked;
+// with a standby that gap is one retry. While the control plane is down the
+// leader cannot renew its Lease and holds over (pkg/epp/runner/leader.go):
+// it must keep placing every request from the endpoints it last saw, none
+// failing open, and once the control plane is back it must follow the pool
+// again. The front goes on with the routes and policies it last read, as
+// Envoy does with its last configuration.
+//
+// The container has a namespace, config, route and pods of its own rather
+// than the first container's: that one changes its routes' failure mode and
+// replicas as it goes, and Ginkgo runs the two containers in either order.
 var _ = Describe("A route's pickers and the control plane restarted under steady openai-go load", Ordered, func() {
 	const (
 		chaosNS      = "chaos"
