@@ -44,15 +44,24 @@ func (s *Store) SetEndpoints(eps []Endpoint) (added, removed []string) {
 	}
 	s.mu.Lock()
 	var removedIDs []int32
-	for key, st := range s.byKey {
-		if _, ok := want[key]; !ok {
-			delete(s.byKey, key)
+	// Both in a stable order (the sorted list, then eps's), so that a run
+	// that sets the same endpoints gives them the same IDs, on which ties
+	// between endpoints are broken.
+	for _, st := range s.list {
+		if _, ok := want[st.key]; !ok {
+			delete(s.byKey, st.key)
 			st.class.forget(st.id)
-			removed = append(removed, key)
+			removed = append(removed, st.key)
 			removedIDs = append(removedIDs, st.id)
 		}
 	}
-	for key, ep := range want {
+	for _, e := range eps {
+		key := e.Key()
+		ep, first := want[key]
+		if !first {
+			continue // a duplicate key, set at its first place
+		}
+		delete(want, key)
 		if st, ok := s.byKey[key]; ok {
 			if !labelsEqual(st.endpoint.Labels, ep.Labels) {
 				// Views share the labels map, so it is replaced, never mutated.
