@@ -457,19 +457,24 @@ func (d *Director) putCycle(c *cycle) {
 	d.cycles.Put(c)
 }
 
-// minAdapterSlotWaitSeconds is the least wait for an adapter slot where
-// every slot serves a running adapter (the predicted-latency scorer's
-// default adapterWaitSeconds).
-const minAdapterSlotWaitSeconds = 1.0
+// adapterSlotWaitPriorSeconds is the wait for an adapter slot assumed where
+// every slot serves a running adapter and no request there has finished yet
+// (the predicted-latency scorer's default adapterWaitSeconds).
+const adapterSlotWaitPriorSeconds = 1.0
 
 // adapterSlotWaitSeconds is how long a request for adapter would wait on v
 // for a slot: none where the adapter is resident or a slot is free; where
 // every slot serves a running adapter, until one of them drains, about a
-// request's duration there.
+// request's duration there. A floor of the prior under a learned duration
+// shed requests of short answers that would have met the SLO (a fleet with
+// one adapter slot a pod, a 1 s first-token SLO, 0.2 s answers).
 func adapterSlotWaitSeconds(v *datastore.View, adapter string) float64 {
 	switch v.AdapterPlace(adapter) {
 	case datastore.AdapterQueued, datastore.AdapterFull:
-		return max(minAdapterSlotWaitSeconds, v.Speed.RequestSeconds)
+		if v.Speed.RequestSamples > 0 {
+			return v.Speed.RequestSeconds
+		}
+		return adapterSlotWaitPriorSeconds
 	}
 	return 0
 }
