@@ -463,16 +463,18 @@ func (d *Director) putCycle(c *cycle) {
 const adapterSlotWaitPriorSeconds = 1.0
 
 // adapterSlotWaitSeconds is how long a request for adapter would wait on v
-// for a slot: none where the adapter is resident or a slot is free; where
-// every slot serves a running adapter, until one of them drains, about a
-// request's duration there. A floor of the prior under a learned duration
-// shed requests of short answers that would have met the SLO (a fleet with
-// one adapter slot a pod, a 1 s first-token SLO, 0.2 s answers).
+// for a slot: none where the adapter is resident or a slot is free. Where
+// every slot serves a running adapter, one frees when the first of them
+// drains; with their requests' ends spread over a request's duration there,
+// about that duration over the running adapters. A whole duration shed
+// requests that would have met the SLO: multi-lora's capacity under SLO was
+// 0.39 of its rate against 0.55 (des, seeds 1-3), and a 1 s floor under it
+// shed requests of 0.2 s answers with a 1 s first-token SLO.
 func adapterSlotWaitSeconds(v *datastore.View, adapter string) float64 {
 	switch v.AdapterPlace(adapter) {
 	case datastore.AdapterQueued, datastore.AdapterFull:
 		if v.Speed.RequestSamples > 0 {
-			return v.Speed.RequestSeconds
+			return v.Speed.RequestSeconds / float64(max(1, len(v.Metrics.RunningAdapters)))
 		}
 		return adapterSlotWaitPriorSeconds
 	}
