@@ -25,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/igw-dev/igw/internal/proc"
+	"github.com/igw-dev/igw/internal/testenv/chatload"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
@@ -206,29 +207,29 @@ func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; time.Since(start) < endAt; i++ {
 				began := time.Since(start)
-				r := request(ctx, client, w, i)
+				r, rerouted, picked := request(ctx, client, w, i)
 				mu.Lock()
 				tl := &tallies[phaseAt(began)]
 				tl.requests++
 				switch {
-				case r.err == nil:
+				case r.Err == nil:
 					tl.ok++
-				case r.firstByte:
+				case r.FirstByte:
 					tl.afterFirstByte++
 				default:
 					tl.beforeFirstByte++
 					if len(tl.samples) < 5 {
-						tl.samples = append(tl.samples, r.err.Error())
+						tl.samples = append(tl.samples, r.Err.Error())
 					}
 				}
-				if r.rerouted {
+				if rerouted {
 					tl.rerouted++
 				}
-				if r.picked != "" {
+				if picked != "" {
 					if tl.picks == nil {
 						tl.picks = map[string]int{}
 					}
-					tl.picks[r.picked]++
+					tl.picks[picked]++
 				}
 				mu.Unlock()
 			}
@@ -287,50 +288,13 @@ func phaseIndex(name string) int {
 	panic("no phase " + name)
 }
 
-// outcome is one request's end as its client saw it.
-type outcome struct {
-	err       error
-	firstByte bool // some of the answer had arrived
-	rerouted  bool
-	picked    string // the port of the pod picked first
-}
-
-// request sends worker w's i-th request: three of four are streamed chat
-// completions, the rest whole ones. A stream that ends without a finish
-// reason broke off.
-func request(ctx context.Context, c openai.Client, w, i int) outcome {
-	var resp *http.Response
-	prompt := fmt.Sprintf("worker %d asks question %d", w, i)
-	params := openai.ChatCompletionNewParams{Model: "llama", MaxTokens: openai.Int(int64(16 + (w+i)%17)),
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
-	var o outcome
-	if i%4 == 3 {
-		r, err := c.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
-		switch {
-		case err != nil:
-			o.err = err
-		case len(r.Choices) == 0 || r.Choices[0].FinishReason == "":
-			o.err = errors.New("a whole answer without a finish reason")
-		}
-		o.rerouted, o.picked = explained(resp)
-		return o
-	}
-	s := c.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
-	finished := false
-	for s.Next() {
-		o.firstByte = true
-		for _, ch := range s.Current().Choices {
-			finished = finished || ch.FinishReason != ""
-		}
-	}
-	switch {
-	case s.Err() != nil:
-		o.err = s.Err()
-	case !finished:
-		o.err = errors.New("the stream ended without a finish reason")
-	}
-	o.rerouted, o.picked = explained(resp)
-	return o
+// request sends worker w's i-th request (chatload.Send) and reads from the
+// gateway's pick explanation which pod was picked first and whether a retry
+// went to another.
+func request(ctx context.Context, c openai.Client, w, i int) (o chatload.Outcome, rerouted bool, picked string) {
+	o = chatload.Send(ctx, c, "llama", int64(16+(w+i)%17), w, i)
+	rerouted, picked = explained(o.Response)
+	return o, rerouted, picked
 }
 
 // explained reads the gateway's pick explanation: the pod picked first, and

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"sort"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv/chatload"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/render"
 	"github.com/igw-dev/igw/pkg/sim"
@@ -69,11 +68,7 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 	)
 
 	BeforeAll(func() {
-		Expect(fixtures.Namespace(ctx, k8s, chaosNS)).To(Succeed())
-		_, err := fixtures.Gateway(ctx, k8s, chaosNS, chaosGateway)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: chaosNS, Name: chaosConfig},
-			Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: chaosGateway}}}})).To(Succeed())
+		configOnGateway(chaosNS, chaosGateway, chaosConfig)
 		port := freePort()
 		Expect(k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: chaosNS, Name: chaosRoute},
 			Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: chaosConfig},
@@ -441,14 +436,14 @@ func (l *chaosLoad) record(ph int, o chaosOutcome) {
 	}
 	t.requests++
 	switch {
-	case o.err == nil:
+	case o.Err == nil:
 		t.ok++
-	case o.firstByte:
+	case o.FirstByte:
 		t.afterFirstByte++
 	default:
 		t.beforeFirstByte++
 		if len(t.samples) < 5 {
-			t.samples = append(t.samples, o.err.Error())
+			t.samples = append(t.samples, o.Err.Error())
 		}
 	}
 	if o.failedOpen != "" {
@@ -489,51 +484,19 @@ func (l *chaosLoad) tallies() []chaosTally {
 // that come and go.
 var anyPort = regexp.MustCompile(`:[0-9]+\b`)
 
-// chaosOutcome is one request's end as its client saw it.
+// chaosOutcome is one request's end as its client saw it, with the proxy's
+// word on where it went.
 type chaosOutcome struct {
-	err        error
-	firstByte  bool   // some of the answer had arrived
+	chatload.Outcome
 	failedOpen string // why, when the request went on unpicked
 	upstream   string
 }
 
-// chaosRequest sends worker w's i-th request: three of four are streamed chat
-// completions, the rest whole ones. An answer without a finish reason is an
-// error: a stream that ends without one broke off.
-func chaosRequest(c openai.Client, model string, w, i int) (o chaosOutcome) {
-	var resp *http.Response
-	params := openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(int64(8 + (w+i)%9)),
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("worker %d asks question %d", w, i))}}
-	defer func() {
-		if resp != nil {
-			o.upstream = resp.Header.Get(headerUpstream)
-			o.failedOpen = resp.Header.Get(headerFailedOpen)
-		}
-	}()
-	if i%4 == 3 {
-		r, err := c.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
-		switch {
-		case err != nil:
-			o.err = err
-		case len(r.Choices) == 0 || r.Choices[0].FinishReason == "":
-			o.err = errors.New("a whole answer without a finish reason")
-		}
-		return o
-	}
-	s := c.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
-	defer s.Close()
-	finished := false
-	for s.Next() {
-		o.firstByte = true
-		for _, ch := range s.Current().Choices {
-			finished = finished || ch.FinishReason != ""
-		}
-	}
-	switch {
-	case s.Err() != nil:
-		o.err = s.Err()
-	case !finished:
-		o.err = errors.New("the stream ended without a finish reason")
+// chaosRequest sends worker w's i-th request (chatload.Send).
+func chaosRequest(c openai.Client, model string, w, i int) chaosOutcome {
+	o := chaosOutcome{Outcome: chatload.Send(ctx, c, model, int64(8+(w+i)%9), w, i)}
+	if r := o.Response; r != nil {
+		o.upstream, o.failedOpen = r.Header.Get(headerUpstream), r.Header.Get(headerFailedOpen)
 	}
 	return o
 }

@@ -26,12 +26,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
+	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/bbr"
 	eppoptions "github.com/igw-dev/igw/pkg/epp/options"
@@ -48,6 +50,18 @@ type simulator struct {
 	// Addr is ip:port, the endpoint the pool has for the Pod.
 	Addr string
 	proc *simproc.Proc
+}
+
+// configOnGateway makes namespace ns with a Gateway and an
+// InferenceGatewayConfig attached to it, what a platform team sets up before
+// its model routes.
+func configOnGateway(ns, gateway, config string) {
+	GinkgoHelper()
+	Expect(fixtures.Namespace(ctx, k8s, ns)).To(Succeed())
+	_, err := fixtures.Gateway(ctx, k8s, ns, gateway)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: config},
+		Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: gateway}}}})).To(Succeed())
 }
 
 // startSimulator creates the Pod, starts modelsim on ip:port, and then plays

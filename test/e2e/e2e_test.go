@@ -57,11 +57,7 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 	)
 
 	BeforeAll(func() {
-		Expect(fixtures.Namespace(ctx, k8s, ns)).To(Succeed())
-		_, err := fixtures.Gateway(ctx, k8s, ns, gatewayName)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: configName},
-			Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: gatewayName}}}})).To(Succeed())
+		configOnGateway(ns, gatewayName, configName)
 
 		// Every simulator listens on the pools' target port, each on its Pod's IP.
 		port := freePort()
