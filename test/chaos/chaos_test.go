@@ -73,15 +73,11 @@ func phaseAt(since time.Duration) int {
 
 // tally is what the clients saw in one phase.
 type tally struct {
-	requests, ok int
-	// beforeFirstByte are errors of requests that had received nothing;
-	// afterFirstByte of streams that broke off after their first event.
-	beforeFirstByte, afterFirstByte int
+	chatload.Tally
 	// rerouted requests went to another pod than the one first picked.
 	rerouted int
 	// picks counts first picks by pod port.
-	picks   map[string]int
-	samples []string // errors before the first byte, the first few
+	picks map[string]int
 }
 
 func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
@@ -210,18 +206,7 @@ func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
 				r, rerouted, picked := request(ctx, client, w, i)
 				mu.Lock()
 				tl := &tallies[phaseAt(began)]
-				tl.requests++
-				switch {
-				case r.Err == nil:
-					tl.ok++
-				case r.FirstByte:
-					tl.afterFirstByte++
-				default:
-					tl.beforeFirstByte++
-					if len(tl.samples) < 5 {
-						tl.samples = append(tl.samples, r.Err.Error())
-					}
-				}
+				tl.Add(r)
 				if rerouted {
 					tl.rerouted++
 				}
@@ -245,19 +230,16 @@ func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
 	t.Logf("%-10s %8s %6s %18s %17s %9s", "phase", "requests", "ok", "errors before 1st", "errors after 1st", "rerouted")
 	for i, p := range phases {
 		tl := tallies[i]
-		t.Logf("%-10s %8d %6d %18d %17d %9d   first picks %v", p.name, tl.requests, tl.ok, tl.beforeFirstByte, tl.afterFirstByte, tl.rerouted, tl.picks)
-		total.requests += tl.requests
-		total.ok += tl.ok
-		total.beforeFirstByte += tl.beforeFirstByte
-		total.afterFirstByte += tl.afterFirstByte
+		t.Logf("%-10s %8d %6d %18d %17d %9d   first picks %v", p.name, tl.Requests, tl.OK, tl.BeforeFirstByte, tl.AfterFirstByte, tl.rerouted, tl.picks)
+		total.Sum(tl.Tally)
 		total.rerouted += tl.rerouted
-		for _, s := range tl.samples {
+		for _, s := range tl.Samples {
 			t.Errorf("%s: a request failed before its first byte: %s", p.name, s)
 		}
 	}
-	t.Logf("%-10s %8d %6d %18d %17d %9d", "all", total.requests, total.ok, total.beforeFirstByte, total.afterFirstByte, total.rerouted)
-	if total.beforeFirstByte > 0 {
-		t.Errorf("%d client-visible errors before the first byte, want 0", total.beforeFirstByte)
+	t.Logf("%-10s %8d %6d %18d %17d %9d", "all", total.Requests, total.OK, total.BeforeFirstByte, total.AfterFirstByte, total.rerouted)
+	if total.BeforeFirstByte > 0 {
+		t.Errorf("%d client-visible errors before the first byte, want 0", total.BeforeFirstByte)
 	}
 	// The faults must have been felt, or the count proves nothing: the
 	// failing pod looks idle, so it draws picks until it is ejected, each
@@ -271,11 +253,11 @@ func TestChaosZeroErrorsBeforeTheFirstByte(t *testing.T) {
 	if n := tallies[phaseIndex("fail-fast")].rerouted; n == 0 {
 		t.Error("no request was rerouted while a pod failed fast: the fault was not exercised")
 	}
-	if n := tallies[phaseIndex("kill")].rerouted + total.afterFirstByte; n == 0 {
+	if n := tallies[phaseIndex("kill")].rerouted + total.AfterFirstByte; n == 0 {
 		t.Error("the kill neither moved a request nor broke a stream: the fault was not exercised")
 	}
-	if total.ok < 10*workers {
-		t.Errorf("only %d requests succeeded: the load did not run", total.ok)
+	if total.OK < 10*workers {
+		t.Errorf("only %d requests succeeded: the load did not run", total.OK)
 	}
 }
 

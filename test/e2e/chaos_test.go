@@ -237,8 +237,8 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 		var total chaosTally
 		var table strings.Builder
 		row := func(name string, span string, t chaosTally, rest string) {
-			fmt.Fprintf(&table, "%-20s %6s %8d %6d %17d %16d %11d   %s\n", name, span, t.requests, t.ok,
-				t.beforeFirstByte, t.afterFirstByte, t.failedOpen, rest)
+			fmt.Fprintf(&table, "%-20s %6s %8d %6d %17d %16d %11d   %s\n", name, span, t.Requests, t.OK,
+				t.BeforeFirstByte, t.AfterFirstByte, t.failedOpen, rest)
 		}
 		fmt.Fprintf(&table, "%-20s %6s %8s %6s %17s %16s %11s   %s\n", "phase", "for", "requests", "ok",
 			"errors before 1st", "errors after 1st", "failed open", "served by")
@@ -257,10 +257,7 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 				}
 				fmt.Fprintf(&table, "%22sfailed open %d times: %s\n", "", n, why)
 			}
-			total.requests += t.requests
-			total.ok += t.ok
-			total.beforeFirstByte += t.beforeFirstByte
-			total.afterFirstByte += t.afterFirstByte
+			total.Sum(t.Tally)
 			total.failedOpen += t.failedOpen
 		}
 		row("all", "", total, fmt.Sprintf("(the front read %d times from memory)", front.api.staleReads()))
@@ -268,11 +265,11 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 
 		for i, ph := range chaosPhases {
 			t := tallies[i]
-			Expect(t.samples).To(BeEmpty(), "%s: requests failed before their first byte", ph)
+			Expect(t.Samples).To(BeEmpty(), "%s: requests failed before their first byte", ph)
 			// Served in every phase, or the count proves nothing.
-			Expect(t.ok).To(BeNumerically(">=", workers), "%s: requests served", ph)
+			Expect(t.OK).To(BeNumerically(">=", workers), "%s: requests served", ph)
 		}
-		Expect(total.beforeFirstByte).To(BeZero(), "client-visible errors before the first byte")
+		Expect(total.BeforeFirstByte).To(BeZero(), "client-visible errors before the first byte")
 		Expect(tallies[phaseIndexOf(phaseSteady)].failedOpenInside).To(BeZero(), "the leader places every request")
 		Expect(tallies[phaseIndexOf(phaseControlPlaneDown)].failedOpenInside).To(BeZero(),
 			"the leader, holding over, places every request while the control plane is down")
@@ -351,18 +348,14 @@ func byPod(upstreams map[string]int, sims []*simulator) string {
 
 // chaosTally is what the clients saw of the requests begun in one phase.
 type chaosTally struct {
-	span         time.Duration
-	requests, ok int
-	// beforeFirstByte are errors of requests that had received nothing;
-	// afterFirstByte of streams that broke off after their first event.
-	beforeFirstByte, afterFirstByte int
+	chatload.Tally
+	span time.Duration
 	// failedOpen requests went on unpicked: no picker replica was ready.
 	// failedOpenInside of them also ended in the phase: a request begun
 	// just before the next phase's fault may meet it.
 	failedOpen, failedOpenInside int
 	openReasons                  map[string]int // why they failed open: the picker's Service had no ready pod, or its stream failed
 	upstreams                    map[string]int // requests by the endpoint the front sent them to
-	samples                      []string       // errors before the first byte, the first few
 }
 
 // chaosLoad is steady load from openai-go workers, each sending one request
@@ -434,18 +427,7 @@ func (l *chaosLoad) record(ph int, o chaosOutcome) {
 	if o.failedOpen != "" && l.phase == ph {
 		t.failedOpenInside++
 	}
-	t.requests++
-	switch {
-	case o.Err == nil:
-		t.ok++
-	case o.FirstByte:
-		t.afterFirstByte++
-	default:
-		t.beforeFirstByte++
-		if len(t.samples) < 5 {
-			t.samples = append(t.samples, o.Err.Error())
-		}
-	}
+	t.Add(o.Outcome)
 	if o.failedOpen != "" {
 		t.failedOpen++
 		if t.openReasons == nil {

@@ -55,3 +55,37 @@ func Send(ctx context.Context, c openai.Client, model string, maxTokens int64, w
 	}
 	return o
 }
+
+// Tally counts outcomes, the errors split by whether the client had
+// received a first byte: a request that had not can still be sent elsewhere.
+type Tally struct {
+	Requests, OK int
+	// BeforeFirstByte are errors of requests that had received nothing;
+	// AfterFirstByte of streams that broke off after their first event.
+	BeforeFirstByte, AfterFirstByte int
+	Samples                         []string // errors before the first byte, the first few
+}
+
+// Add counts o.
+func (t *Tally) Add(o Outcome) {
+	t.Requests++
+	switch {
+	case o.Err == nil:
+		t.OK++
+	case o.FirstByte:
+		t.AfterFirstByte++
+	default:
+		t.BeforeFirstByte++
+		if len(t.Samples) < 5 {
+			t.Samples = append(t.Samples, o.Err.Error())
+		}
+	}
+}
+
+// Sum adds u's counts (not its samples) to t.
+func (t *Tally) Sum(u Tally) {
+	t.Requests += u.Requests
+	t.OK += u.OK
+	t.BeforeFirstByte += u.BeforeFirstByte
+	t.AfterFirstByte += u.AfterFirstByte
+}
