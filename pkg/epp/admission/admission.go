@@ -224,9 +224,9 @@ func (p Policy) TokensTooFarApart(v *datastore.View) bool {
 // budget, which catches requests left waiting for a slot that never frees.
 // Held to the bounds by all their waits, such endpoints shed most requests of
 // a fleet that was not overloaded; by none, a fleet of six A100s serving 15
-// adapters (des, multi-lora; the oracle holds the SLO up to 16.7 req/s) kept
-// less goodput at 25 req/s than least-request and collapsed at twice that
-// (33.3 req/s: under 0.6 req/s, least-request 20.2). Judged so, with the
+// adapters (des, multi-lora; the oracle holds the SLO up to 16.7 req/s)
+// collapsed at twice that rate (33.3 req/s: goodput under 0.6 req/s, where
+// least-request keeps 20.2). Judged so, with the
 // bound between tokens below and the slot wait in the soonest start (Decide),
 // its goodput is 16.5, 22.6, 22.6 and 11.4 req/s at 16.7, 25, 33.3 and 66.7
 // req/s (600 s, seeds 1-3; least-request 8.9, 14.9, 20.2 and 0.03). Its
