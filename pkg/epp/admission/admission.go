@@ -216,9 +216,9 @@ func (p Policy) TokensTooFarApart(v *datastore.View) bool {
 // drains). A stale endpoint never does.
 //
 // On an endpoint serving LoRA adapters, requests also wait for an adapter
-// slot, which is not load: the request's own wait for one counts
-// (View.AdapterSlotWaitSeconds, set by the picker for the request at hand),
-// but of the others' waits only that of the oldest request in line
+// slot, which is not load: the request's own wait for one counts (it is in
+// the predicted wait, predictedWait), but of the others' waits only that of
+// the oldest request in line
 // (View.OldestInLineWait, which leaves out those passed over for a slot) is
 // held to the bound. The oldest of all is held to twice the first-token
 // budget, which catches requests left waiting for a slot that never frees.
@@ -237,7 +237,7 @@ func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	case v.Stale || p.MaxWaitSeconds <= 0:
 		return false
 	case v.ServesAdapters():
-		return max(waitSeconds+v.AdapterSlotWaitSeconds, v.OldestInLineWait.Seconds()) > p.MaxWaitSeconds ||
+		return max(waitSeconds, v.OldestInLineWait.Seconds()) > p.MaxWaitSeconds ||
 			v.OldestWait.Seconds() > 2*p.firstTokenBudget()
 	}
 	return max(waitSeconds, v.OldestWait.Seconds()) > p.MaxWaitSeconds
@@ -250,6 +250,18 @@ func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 // goodput fell to 7.7 req/s. Shares of 0.6, 2/3, 0.75 and 0.9 gave 22.6,
 // 22.7, 20.3 and 11.2 there (600 s, seeds 1-3) and 21.8-22.8 at 25 req/s.
 const adapterInterTokenShare = 2.0 / 3
+
+// predictedWait is how long a new request would wait on v for its first
+// token: the prefill queued ahead and, for a LoRA adapter that must wait for
+// a slot there, that wait (View.AdapterSlotWaitSeconds). It is the soonest
+// start Decide takes for Retry-After, the picker queue and the miss budget:
+// without the slot wait, a request that would wait for a slot was queued or
+// placed by the miss budget as if it could start soon, and multi-lora's P99
+// TTFT was 1.88 s against 1.74 (600 s, seeds 1-3, with a request's whole
+// duration as the slot wait).
+func predictedWait(v *datastore.View, promptTokens int, m latency.Model) float64 {
+	return m.DrainSeconds(v.Queue(), promptTokens) + v.AdapterSlotWaitSeconds
+}
 
 // firstTokenBudget is the first-token SLO the wait bound was fitted to (FitSLO).
 func (p Policy) firstTokenBudget() float64 { return p.MaxWaitSeconds / waitShareOfTTFT }
@@ -285,7 +297,7 @@ func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, waited f
 	start := len(out)
 	least := math.MaxInt
 	for _, v := range cands {
-		if v.Stale || !p.Overloaded(v, m.DrainSeconds(v.Queue(), promptTokens), waited) {
+		if v.Stale || !p.Overloaded(v, predictedWait(v, promptTokens, m), waited) {
 			out = append(out, v)
 			if prefill != nil {
 				least = min(least, prefill.UncachedTokens(v))
@@ -298,7 +310,7 @@ func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, waited f
 	for _, v := range cands {
 		// Those within the bounds prefill at least least: only the
 		// overloaded can pass.
-		if prefill.UncachedTokens(v) < least && !v.Stale && !p.WaitExceeded(v, m.DrainSeconds(v.Queue(), promptTokens)+waited) {
+		if prefill.UncachedTokens(v) < least && !v.Stale && !p.WaitExceeded(v, predictedWait(v, promptTokens, m)+waited) {
 			out = append(out, v)
 		}
 	}
@@ -344,19 +356,14 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 	for _, v := range cands {
 		wait := math.Inf(1)
 		if !v.Stale {
-			wait = m.DrainSeconds(v.Queue(), promptTokens)
+			wait = predictedWait(v, promptTokens, m)
 		}
 		saturated := sheddable && p.Saturated(v)
 		if !saturated && !p.Overloaded(v, wait, waited) {
 			return Decision{}
 		}
 		queue = queue && !saturated
-		// The soonest start, a wait for an adapter slot included. Left out,
-		// a request that would wait for a slot was queued in the picker or
-		// placed by the miss budget as if it could start soon, and
-		// multi-lora's P99 TTFT was 1.88 s against 1.74 (600 s, seeds 1-3,
-		// with a request's whole duration as the slot wait).
-		drain = math.Min(drain, wait+v.AdapterSlotWaitSeconds)
+		drain = math.Min(drain, wait)
 	}
 	// Only a fleet near its bounds is waited for: the soonest start over the
 	// bound by less than the time the request may still wait in the queue.
