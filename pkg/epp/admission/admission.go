@@ -193,8 +193,7 @@ func (p Policy) Overloaded(v *datastore.View, waitSeconds, waited float64) bool 
 }
 
 // TokensTooFarApart reports whether, with requests of the picker's in flight
-// there, v's tokens come more than MaxInterTokenSeconds apart; on an endpoint
-// serving LoRA adapters, more than adapterInterTokenShare of it. With nothing
+// there, v's tokens come more than MaxInterTokenSeconds apart. With nothing
 // in flight the time between tokens is the past batch's, and a new stream
 // there decodes alone. A stale endpoint's figures cannot say it: shedding
 // every request of a fleet whose telemetry lags would be an outage.
@@ -202,11 +201,7 @@ func (p Policy) TokensTooFarApart(v *datastore.View) bool {
 	if v.Stale || p.MaxInterTokenSeconds <= 0 || v.InFlight == 0 || v.Speed.DecodeSamples == 0 {
 		return false
 	}
-	bound := p.MaxInterTokenSeconds
-	if v.ServesAdapters() {
-		bound *= adapterInterTokenShare
-	}
-	return v.Speed.InterTokenSeconds > bound
+	return v.Speed.InterTokenSeconds > p.MaxInterTokenSeconds
 }
 
 // WaitExceeded reports whether a new request would wait more than
@@ -226,12 +221,11 @@ func (p Policy) TokensTooFarApart(v *datastore.View) bool {
 // a fleet that was not overloaded; by none, a fleet of six A100s serving 15
 // adapters (des, multi-lora; the oracle holds the SLO up to 16.7 req/s)
 // collapsed at twice that rate (33.3 req/s: goodput under 0.6 req/s, where
-// least-request keeps 20.2). Judged so, with the
-// bound between tokens below and the slot wait in the soonest start (Decide),
-// its goodput is 16.5, 22.6, 22.6 and 11.4 req/s at 16.7, 25, 33.3 and 66.7
-// req/s (600 s, seeds 1-3; least-request 8.9, 14.9, 20.2 and 0.03). Its
-// capacity under SLO, which counts a shed request as a failure, fell from
-// 0.75 to 0.55 of its rate (the oracle's: 0.66).
+// least-request keeps 20.2). Judged so, with the slot wait in the soonest
+// start (Decide), its goodput is 16.6, 22.5, 22.0 and 18.6 req/s at 16.7,
+// 25, 33.3 and 66.7 req/s (600 s, seeds 1-3; least-request 8.9, 14.9, 20.2
+// and 0.03). Its capacity under SLO, which counts a shed request as a
+// failure, is 0.60 of its rate (the oracle's: 0.66; 0.75 unjudged).
 func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	switch {
 	case v.Stale || p.MaxWaitSeconds <= 0:
@@ -242,14 +236,6 @@ func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	}
 	return max(waitSeconds, v.OldestWait.Seconds()) > p.MaxWaitSeconds
 }
-
-// adapterInterTokenShare is the share of MaxInterTokenSeconds that an
-// endpoint serving LoRA adapters is held to: there the learned mean between
-// tokens sat well under a stream's time per token (multi-lora at 33.3 req/s:
-// the mean held at the 60 ms bound, 108 ms per token at the median), and
-// goodput fell to 7.7 req/s. Shares of 0.6, 2/3, 0.75 and 0.9 gave 22.6,
-// 22.7, 20.3 and 11.2 there (600 s, seeds 1-3) and 21.8-22.8 at 25 req/s.
-const adapterInterTokenShare = 2.0 / 3
 
 // predictedWait is how long a new request would wait on v for its first
 // token: the prefill queued ahead and, for a LoRA adapter that must wait for

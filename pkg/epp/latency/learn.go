@@ -23,10 +23,21 @@ const (
 	// slow draws no traffic to correct it.
 	maxIntervalSlowdown = 2.0
 	// stepMedianRate is how far (relatively) one observed step moves the
-	// decode-step estimate, a streaming median; interTokenAlpha is one step's
-	// weight in the mean inter-token time.
-	stepMedianRate  = 0.05
-	interTokenAlpha = 0.05
+	// decode-step estimate, a streaming median.
+	stepMedianRate = 0.05
+	// One step's weight in the mean inter-token time follows the mean output
+	// tokens of the requests seen there (interTokenAlpha), within these
+	// bounds: the mean spans about as many steps as a stream's life, over
+	// which its time per token is what the SLO judges. A mean over twenty
+	// steps where outputs are long (180 tokens) jumped with every prefill
+	// step and sank between them, and admission, which takes a request
+	// whenever the mean is under its bound, took them at its troughs:
+	// streams ran at 1.4 (H100) to 1.75 times (A10G: a second's prefill a
+	// prompt) the mean, over the SLO. A mean over a hundred steps where
+	// outputs are short (28 tokens, bursty arrivals: azure-code-mixed-gpu)
+	// missed the bursts that stretched them: P99 TPOT 208 ms against 149.
+	minInterTokenAlpha = 0.01
+	maxInterTokenAlpha = 0.1
 	// sameStepFraction: tokens observed within this fraction of a step of the
 	// previous observation come from the same engine step.
 	sameStepFraction = 0.25
@@ -37,7 +48,8 @@ const (
 	// maxAdapterLoadSeconds caps one observed load: a longer delay is a wait
 	// for a free adapter slot, which scorers price separately.
 	maxAdapterLoadSeconds = 2.0
-	// maxGapSlowdown caps one inter-token gap, in decode steps, in the mean.
+	// maxGapSlowdown caps one inter-token gap, in decode steps, in the mean,
+	// unless a step that also prefills a whole chunk takes longer (maxGap).
 	maxGapSlowdown = 8.0
 	// An endpoint that shows the picker nothing (no request of its waits
 	// there) for relaxGrace forgets what it learned, its figures moving
@@ -67,6 +79,10 @@ type Learner struct {
 	lastStepAt time.Time
 	// relaxedAt is when Relax last moved the figures toward the priors.
 	relaxedAt time.Time
+	// chunkTokens is the chunked-prefill budget of the latest first token.
+	chunkTokens int
+	// outputTokens is the mean output tokens of the requests completed.
+	outputTokens float64
 }
 
 // NewLearner returns a learner that knows nothing yet: its speed is priors.
@@ -151,6 +167,7 @@ type FirstToken struct {
 // time to first token.
 func (l *Learner) ObserveFirstToken(ft FirstToken) {
 	previous := l.lastFirstTokenAt
+	l.chunkTokens = ft.ChunkTokens
 	if ft.At.After(l.lastFirstTokenAt) {
 		l.lastFirstTokenAt = ft.At
 	}
@@ -265,9 +282,35 @@ func (l *Learner) observeStep(gap float64, now time.Time) {
 		}
 		// One gap moves the mean by a bounded amount: a pod that paused (hung,
 		// restarted) must not look slow for long after.
-		sp.InterTokenSeconds += interTokenAlpha * (math.Min(gap, maxGapSlowdown*sp.DecodeStepSeconds) - sp.InterTokenSeconds)
+		sp.InterTokenSeconds += l.interTokenAlpha() * (math.Min(gap, l.maxGap()) - sp.InterTokenSeconds)
 	}
 	sp.DecodeSamples++
+}
+
+// interTokenAlpha is one step's weight in the mean inter-token time: that of
+// an exponential mean as long-sighted as a plain mean over the mean output
+// tokens n, 2/(n+1), within [minInterTokenAlpha, maxInterTokenAlpha].
+func (l *Learner) interTokenAlpha() float64 {
+	if l.outputTokens <= 0 {
+		return maxInterTokenAlpha
+	}
+	return min(maxInterTokenAlpha, max(minInterTokenAlpha, 2/(l.outputTokens+1)))
+}
+
+// maxGap is the longest one inter-token gap counts as in the mean: a step
+// that also prefills a whole chunk at the learned rate, or maxGapSlowdown
+// decode steps if more. Longer, the server paused. Every stream in the batch
+// waits out a prefill step, so its time per token holds them: capped at
+// eight decode steps, a slow-prefill GPU's (an A10G's 1,500 tokens/s: a
+// second a chunk, against 46 ms a step) mean read some 0.6 of its streams'
+// time per token, and admission let its batch grow until they missed the SLO.
+func (l *Learner) maxGap() float64 {
+	sp := &l.speed
+	steps := maxGapSlowdown * sp.DecodeStepSeconds
+	if l.chunkTokens <= 0 || sp.PrefillTokensPerSecond <= 0 {
+		return steps
+	}
+	return math.Max(steps, sp.DecodeStepSeconds+float64(l.chunkTokens)/sp.PrefillTokensPerSecond)
 }
 
 // Completion is a request's end as the endpoint's accounting saw it.
@@ -292,9 +335,10 @@ func (l *Learner) ObserveCompletion(c Completion) {
 	}
 	if d := c.At.Sub(c.PickedAt).Seconds(); c.OutputTokens > 0 && d > 0 {
 		if l.speed.RequestSamples == 0 {
-			l.speed.RequestSeconds = d
+			l.speed.RequestSeconds, l.outputTokens = d, float64(c.OutputTokens)
 		} else {
 			l.speed.RequestSeconds += requestAlpha * (d - l.speed.RequestSeconds)
+			l.outputTokens += requestAlpha * (float64(c.OutputTokens) - l.outputTokens)
 		}
 		l.speed.RequestSamples++
 	}

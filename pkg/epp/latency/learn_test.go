@@ -203,3 +203,88 @@ func TestFirstGapBounded(t *testing.T) {
 		t.Fatalf("decode step %.3f s after 40 steps of %.3f s that followed a 2 s gap", got, step)
 	}
 }
+
+// TestMeanInterTokenHoldsWholePrefillSteps drives an A10G-like endpoint
+// (46 ms a step, 1,500 prompt tokens a second) whose every twentieth step
+// also prefills a new request's 1,500-token prompt, a second's work: its
+// streams wait out those steps, so the mean time between tokens must hold
+// them whole (about 96 ms), not capped at eight decode steps (62 ms). A
+// pause beyond a chunk's prefill step (a hang) still counts as that step.
+// (The outputs are long, so the mean spans a hundred steps.)
+func TestMeanInterTokenHoldsWholePrefillSteps(t *testing.T) {
+	const step, rate, prompt = 0.046, 1500.0, 1500
+	st := endpoint(t)
+	var seqs []*datastore.Request
+	for range 8 {
+		r := &datastore.Request{UncachedTokens: 10, ChunkTokens: 8192}
+		st.Picked(r, at(0))
+		st.ObserveFirstToken(r, at(0.01))
+		seqs = append(seqs, r)
+	}
+	now := 0.01
+	tokens := func() {
+		for _, r := range seqs {
+			st.ObserveTokens(r, 1, at(now))
+		}
+	}
+	for k := 1; k <= 2010; k++ {
+		if k%20 != 0 {
+			now += step
+			tokens()
+			continue
+		}
+		r := &datastore.Request{UncachedTokens: prompt, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		now += step + prompt/rate
+		st.ObserveFirstToken(r, at(now))
+		tokens()
+		st.ObserveCompletion(r, 200, at(now)) // long outputs: a mean over a hundred steps
+	}
+	want := (19*step + step + prompt/rate) / 20
+	got := st.Speed().InterTokenSeconds
+	if math.Abs(got-want)/want > 0.15 {
+		t.Fatalf("mean inter-token time %.4f s, the streams' %.4f s", got, want)
+	}
+	now += 30 // hung
+	tokens()
+	if after := st.Speed().InterTokenSeconds; after-got > 0.01*(step+8192/rate)*1.1 {
+		t.Errorf("a 30 s pause moved the mean from %.3f to %.3f s", got, after)
+	}
+}
+
+// TestMeanInterTokenSpansAStreamsLife: the mean time between tokens spans
+// about as many steps as the requests there have output tokens. Where they
+// are short, a stretch of slow steps (a burst of prefills) shows in it
+// within their few steps; where they are long, one slow stretch is a small
+// part of a stream's life and moves the mean less.
+func TestMeanInterTokenSpansAStreamsLife(t *testing.T) {
+	const step = 0.02
+	after := func(outputs int) float64 {
+		st := endpoint(t)
+		now := 0.0
+		for range 20 { // completions teach the output length
+			r := &datastore.Request{UncachedTokens: 100, ChunkTokens: 8192}
+			st.Picked(r, at(now))
+			now += 0.01
+			st.ObserveFirstToken(r, at(now))
+			st.ObserveCompletion(r, outputs, at(now+float64(outputs)*step))
+		}
+		r := &datastore.Request{UncachedTokens: 100, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		now += 0.01
+		st.ObserveFirstToken(r, at(now))
+		for k := range 400 {
+			now += step
+			if k >= 390 {
+				now += 4 * step // ten steps five times as long
+			}
+			st.ObserveTokens(r, 1, at(now))
+		}
+		return st.Speed().InterTokenSeconds
+	}
+	short, long := after(10), after(300)
+	if short < 2*step || long > 1.6*step {
+		t.Errorf("after ten slow steps the mean is %.4f s (10-token outputs) and %.4f s (300-token outputs); want over %.3f and under %.3f",
+			short, long, 2*step, 1.6*step)
+	}
+}
