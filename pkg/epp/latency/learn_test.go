@@ -51,13 +51,7 @@ func TestLearnsSpeedFromObservations(t *testing.T) {
 func TestStepLearningIgnoresBatchEchoAndPrefillSteps(t *testing.T) {
 	const step, rate = 0.010, 20000.0
 	st := endpoint(t)
-	var seqs []*datastore.Request
-	for range 8 {
-		r := &datastore.Request{UncachedTokens: 10, ChunkTokens: 8192}
-		st.Picked(r, at(0))
-		st.ObserveFirstToken(r, at(0.001))
-		seqs = append(seqs, r)
-	}
+	seqs := decoding(st, 8)
 	now := 0.001
 	for k := 1; k <= 400; k++ {
 		gap := step
@@ -214,14 +208,8 @@ func TestFirstGapBounded(t *testing.T) {
 func TestMeanInterTokenHoldsWholePrefillSteps(t *testing.T) {
 	const step, rate, prompt = 0.046, 1500.0, 1500
 	st := endpoint(t)
-	var seqs []*datastore.Request
-	for range 8 {
-		r := &datastore.Request{UncachedTokens: 10, ChunkTokens: 8192}
-		st.Picked(r, at(0))
-		st.ObserveFirstToken(r, at(0.01))
-		seqs = append(seqs, r)
-	}
-	now := 0.01
+	seqs := decoding(st, 8)
+	now := 0.001
 	tokens := func() {
 		for _, r := range seqs {
 			st.ObserveTokens(r, 1, at(now))
@@ -287,4 +275,16 @@ func TestMeanInterTokenSpansAStreamsLife(t *testing.T) {
 		t.Errorf("after ten slow steps the mean is %.4f s (10-token outputs) and %.4f s (300-token outputs); want over %.3f and under %.3f",
 			short, long, 2*step, 1.6*step)
 	}
+}
+
+// decoding starts n short requests on st, picked at 0 with their first
+// tokens at 1 ms: a batch decoding from then on.
+func decoding(st *datastore.EndpointState, n int) []*datastore.Request {
+	seqs := make([]*datastore.Request, n)
+	for i := range seqs {
+		seqs[i] = &datastore.Request{UncachedTokens: 10, ChunkTokens: 8192}
+		st.Picked(seqs[i], at(0))
+		st.ObserveFirstToken(seqs[i], at(0.001))
+	}
+	return seqs
 }
