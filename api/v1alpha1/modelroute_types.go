@@ -109,7 +109,7 @@ type ObjectName struct {
 // terms (its configuration's admission.slo): the time to the first token and
 // between tokens. The picker's overload bounds follow it: a request is shed
 // (429) when every pod would make it wait more than three quarters of
-// ttftSeconds for its first token, or give it tokens more than 0.6 of
+// ttftSeconds for its first token, or give it tokens more than 0.65 of
 // tpotSeconds apart. Numbers of seconds, so that a promise such as 0.05 s
 // between tokens is written as the picker's configuration writes it.
 type RouteSLO struct {

@@ -31,9 +31,9 @@
 //	  shedBelowPriority: 0    # when all are saturated, priorities below this get 429
 //	  maxRetryAfterSeconds: 60
 //	  slo: {ttftSeconds: 2, tpotSeconds: 0.1}  # the route's promise; the bounds below
-//	                          # follow it (3/4 of ttft, 0.6 of tpot) unless set themselves
+//	                          # follow it (3/4 of ttft, 0.65 of tpot) unless set themselves
 //	  maxWaitSeconds: 1.5     # overloaded: a new request would wait longer for its first token
-//	  maxInterTokenSeconds: 0.06 # ... or tokens come further apart there; when every endpoint
+//	  maxInterTokenSeconds: 0.065 # ... or tokens come further apart there; when every endpoint
 //	                          # is overloaded any request gets 429 (0 turns a bound off;
 //	                          # endpoints serving LoRA adapters: see admission.Policy.WaitExceeded)
 //	  queue:                  # the picker's own queue: a request that finds every endpoint

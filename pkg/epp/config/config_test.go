@@ -185,20 +185,20 @@ func TestAdmissionBoundsFollowTheRouteSLO(t *testing.T) {
 		}
 		return p.Admission
 	}
-	if a := load(Default); a.MaxWaitSeconds != 1.5 || a.MaxInterTokenSeconds != 0.06 {
+	if a := load(Default); a.MaxWaitSeconds != 1.5 || math.Abs(a.MaxInterTokenSeconds-0.065) > 1e-9 {
 		t.Errorf("default bounds %v s, %v s: want those of a 2 s / 100 ms SLO", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
 	}
-	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}}"); a.MaxWaitSeconds != 3 || math.Abs(a.MaxInterTokenSeconds-0.12) > 1e-9 {
+	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}}"); a.MaxWaitSeconds != 3 || math.Abs(a.MaxInterTokenSeconds-0.13) > 1e-9 {
 		t.Errorf("bounds for 4 s / 200 ms: %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
 	}
-	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}, maxWaitSeconds: 0}"); a.MaxWaitSeconds != 0 || math.Abs(a.MaxInterTokenSeconds-0.12) > 1e-9 {
+	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}, maxWaitSeconds: 0}"); a.MaxWaitSeconds != 0 || math.Abs(a.MaxInterTokenSeconds-0.13) > 1e-9 {
 		t.Errorf("an explicit bound must win over the SLO's: %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
 	}
 	withSLO, err := WithRouteSLO("", admission.SLO{TTFTSeconds: 5, TPOTSeconds: 0.15})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := load(withSLO); a.MaxWaitSeconds != 3.75 || math.Abs(a.MaxInterTokenSeconds-0.09) > 1e-9 {
+	if a := load(withSLO); a.MaxWaitSeconds != 3.75 || math.Abs(a.MaxInterTokenSeconds-0.0975) > 1e-9 {
 		t.Errorf("the route's 5 s / 150 ms SLO: bounds %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
 	}
 	own := Default + "admission: {slo: {ttftSeconds: 1, tpotSeconds: 0.05}}"
