@@ -2,11 +2,11 @@ package policies
 
 import (
 	"context"
-	"github.com/igw-dev/igw/pkg/epp/admission"
 	"net"
 	"strconv"
 	"time"
 
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
