@@ -180,7 +180,8 @@ func (v *View) UnaccountedWaiting() int {
 // Queue is what the timing model reads of the endpoint.
 func (v *View) Queue() latency.Queue {
 	return latency.Queue{BacklogTokens: v.BacklogTokens, OthersWaiting: v.UnaccountedWaiting(),
-		MeanPromptTokens: v.MeanPromptTokens, PendingFirstToken: v.PendingFirstToken, Speed: v.Speed}
+		MeanPromptTokens: v.MeanPromptTokens, PendingFirstToken: v.PendingFirstToken,
+		ArrivingTokensPerSecond: v.PickRate * v.MeanPromptTokens, Speed: v.Speed}
 }
 
 // LoadEstimate is running plus waiting requests corrected the same way: the

@@ -47,7 +47,10 @@ type Queue struct {
 	// PendingFirstToken is the picker's requests there still awaiting their
 	// first token.
 	PendingFirstToken int
-	Speed             Speed
+	// ArrivingTokensPerSecond is the uncached prompt tokens the picker sends
+	// there per second, of late.
+	ArrivingTokensPerSecond float64
+	Speed                   Speed
 }
 
 // WorkAhead is the uncached prefill tokens the endpoint must work through
@@ -100,12 +103,30 @@ func (m Model) KVPressure(utilization float64) float64 {
 // own, one decode step more than the backlog's tokens (which drain at the
 // prefill rate alone) account for.
 func (m Model) TTFT(q Queue, uncached int, fallbackPrompt int, kvUtilization float64) float64 {
-	work := WorkAhead(q, fallbackPrompt) + float64(uncached)
+	ahead := WorkAhead(q, fallbackPrompt)
+	work := ahead + float64(uncached) + m.joiningTokens(q, ahead, uncached)
 	t := m.PrefillSeconds(q.Speed, work)
 	if q.PendingFirstToken > 0 {
 		t += q.Speed.DecodeStepSeconds
 	}
 	return t * m.KVPressure(kvUtilization)
+}
+
+// joiningTokens is the prompt tokens expected to join the step that
+// prefills a new request: a step takes every prompt waiting when it starts,
+// up to the chunk budget, so those that arrive while the work ahead drains
+// are prefilled with the request's own before its first token. On a slow GPU
+// with a large budget this is most of the wait: an A10G's step with one
+// prompt lasts a second, the next takes the three or four that came
+// meanwhile, and requests waited 0.8 s more than the work ahead of them took
+// at the median (mixed-gpu at twice its capacity, des).
+func (m Model) joiningTokens(q Queue, ahead float64, uncached int) float64 {
+	room := float64(m.ChunkTokens) - ahead - float64(uncached)
+	rate := q.Speed.PrefillTokensPerSecond
+	if m.ChunkTokens <= 0 || room <= 0 || rate <= 0 || q.ArrivingTokensPerSecond <= 0 {
+		return 0
+	}
+	return math.Min(room, q.ArrivingTokensPerSecond*ahead/rate)
 }
 
 // DrainSeconds predicts when the queue q will have been worked off.

@@ -82,3 +82,30 @@ func TestPendingFirstTokenCostsTheStepInFlight(t *testing.T) {
 		t.Fatalf("pending first token adds %.4f s, want one decode step %.4f", d, vb.Speed.DecodeStepSeconds)
 	}
 }
+
+// Prompts that arrive while the work ahead drains join the new request's
+// step, up to the chunk budget: on an A10G-like endpoint (1,500 tokens/s)
+// with 1,500 tokens ahead and 4,500 tokens/s arriving, the request's step
+// also prefills the 4,500 that came in that second. A budget already filled
+// by the work ahead leaves no room, and nothing arriving adds nothing.
+func TestArrivalsJoinTheRequestsStep(t *testing.T) {
+	m := latency.Model{ChunkTokens: 8192}
+	q := latency.Queue{BacklogTokens: 1500, MeanPromptTokens: 1500,
+		Speed: latency.Speed{PrefillTokensPerSecond: 1500, DecodeStepSeconds: 0.04}}
+	quiet := m.TTFT(q, 500, 0, 0)
+	q.ArrivingTokensPerSecond = 4500
+	if got := m.TTFT(q, 500, 0, 0) - quiet; math.Abs(got-3) > 1e-9 {
+		t.Errorf("arrivals added %.3f s, want 3 s (4,500 tokens joining at 1,500 tokens/s)", got)
+	}
+	q.ArrivingTokensPerSecond = 45000
+	// The full budget's room (6,192 tokens), and the step a full chunk counts.
+	if got := m.TTFT(q, 500, 0, 0) - quiet; math.Abs(got-((8192-2000)/1500.0+0.04)) > 1e-9 {
+		t.Errorf("arrivals added %.3f s, want the budget's room (6,192 tokens) at 1,500 tokens/s and a step", got)
+	}
+	q.BacklogTokens = 9000
+	full := q
+	full.ArrivingTokensPerSecond = 0
+	if a, b := m.TTFT(q, 500, 0, 0), m.TTFT(full, 500, 0, 0); a != b {
+		t.Errorf("work ahead over the budget: arrivals still added %.3f s", a-b)
+	}
+}
