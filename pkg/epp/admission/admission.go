@@ -165,8 +165,9 @@ var DefaultSLO = SLO{TTFTSeconds: 2, TPOTSeconds: 0.1}
 // prefix-affine fleet at the top of its load ramp whose streams ran at
 // 95 ms at P99 (llm-d-precise-prefix, 2 of 6 seeds: P99 TTFT 0.2-0.3 s
 // against 0.1); 70% let a LoRA fleet's streams run over the budget at P99
-// (multi-lora: 102 ms) and cost it a tenth of its capacity under SLO. A wait bound of half the first-token budget shed
-// more of a bursty fleet's bursts that would have been served in time
+// (multi-lora: 102 ms) and cost it a tenth of its capacity under SLO. A
+// wait bound of half the first-token budget shed more of a bursty fleet's
+// bursts that would have been served in time
 // (goodput 5.79 -> 5.57 req/s, median of 3 seeds; 5.80 at three quarters);
 // bounds fitted to 2 s and 100 ms on routes promising 3-5 s and 150 ms
 // (mooncake traces) shed 54-111 requests and cost 1-4% of goodput.
@@ -226,10 +227,10 @@ func (p Policy) TokensTooFarApart(v *datastore.View) bool {
 // adapters (des, multi-lora; the oracle holds the SLO up to 16.7 req/s)
 // collapsed at twice that rate (33.3 req/s: goodput under 0.6 req/s, where
 // least-request keeps 20.2). Judged so, with the slot wait in the soonest
-// start (Decide), its goodput is 16.6, 22.5, 22.0 and 18.6 req/s at 16.7,
+// start (Decide), its goodput is 16.5, 23.0, 22.4 and 18.3 req/s at 16.7,
 // 25, 33.3 and 66.7 req/s (600 s, seeds 1-3; least-request 8.9, 14.9, 20.2
 // and 0.03). Its capacity under SLO, which counts a shed request as a
-// failure, is 0.60 of its rate (the oracle's: 0.66; 0.75 unjudged).
+// failure, is 0.56 of its rate (the oracle's: 0.66; 0.75 unjudged).
 func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	switch {
 	case v.Stale || p.MaxWaitSeconds <= 0:
