@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,8 +133,10 @@ type budget struct {
 	used atomic.Int64
 	peak atomic.Int64 // the most ever taken at once, for measurements
 	// collecting is large bodies' bytes given back but not yet collected;
-	// collect wakes collectGarbage for them.
+	// collect wakes collectGarbage for them. returning is those collected
+	// whose pages may not yet be back with the system.
 	collecting atomic.Int64
+	returning  atomic.Int64
 	collect    chan struct{}
 }
 
@@ -167,9 +170,11 @@ func (b *budget) take(n int64) bool {
 
 // alloc makes a buffer of length and capacity for cost taken from the
 // budget; false when it does not fit. A large buffer's cost returns to the
-// budget when the collector frees it, not when it is given back: a handler
-// or the transport's writer may hold it a moment longer, and until it is
-// freed it is memory in use.
+// budget when the collector has freed it and its pages are back with the
+// system, not when it is given back: a handler or the transport's writer
+// may hold it a moment longer, and until then it is resident memory (a new
+// body cannot always reuse the pages of the one before, so freed pages that
+// stayed with the process would add to the next body's).
 func (b *budget) alloc(cost int64, length, capacity int) ([]byte, bool) {
 	if !b.take(cost) {
 		return nil, false
@@ -181,10 +186,11 @@ func (b *budget) alloc(cost int64, length, capacity int) ([]byte, bool) {
 	return buf, true
 }
 
-// freed returns a collected large buffer's cost to the budget.
+// freed counts a collected large buffer's cost as returning: it goes back
+// to the budget once collectGarbage has handed its pages to the system.
 func (b *budget) freed(n int64) {
 	b.collecting.Add(-n)
-	b.release(n)
+	b.returning.Add(n)
 }
 
 // give hands n bytes back: at once for a small buffer, and for a large one
@@ -207,10 +213,10 @@ func (b *budget) release(n int64) {
 }
 
 // collectGarbage collects the large bodies given back until every one of
-// them is freed, one collection for all given meanwhile, until done closes.
-// A body may still be referenced when it is given back, so collections
-// repeat, further apart each time. A collection is cheap here: bodies are
-// byte slices, never scanned.
+// them is freed and its pages returned to the system, one collection for
+// all given meanwhile, until done closes. A body may still be referenced
+// when it is given back, so collections repeat, further apart each time. A
+// collection is cheap here: bodies are byte slices, never scanned.
 func (b *budget) collectGarbage(done <-chan struct{}) {
 	const firstRetry, lastRetry = time.Millisecond, time.Second
 	for {
@@ -219,8 +225,13 @@ func (b *budget) collectGarbage(done <-chan struct{}) {
 			return
 		case <-b.collect:
 		}
-		for wait := firstRetry; b.collecting.Load() > 0; wait = min(2*wait, lastRetry) {
-			runtime.GC()
+		for wait := firstRetry; b.collecting.Load() > 0 || b.returning.Load() > 0; wait = min(2*wait, lastRetry) {
+			// Cleanups run after the collection that freed their buffers, so
+			// what was counted returning before this one is returned by it.
+			returned := b.returning.Load()
+			debug.FreeOSMemory()
+			b.returning.Add(-returned)
+			b.release(returned)
 			retry := time.NewTimer(wait)
 			select {
 			case <-done:
