@@ -109,6 +109,12 @@ func Start(opts Options) (*Env, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
+	apiServer := &envtest.APIServer{CertDir: apiCerts}
+	// The server side of WatchList off too: with it on, the API server takes
+	// a watch from resourceVersion 0 (kwok's every watch) for a watch-list
+	// stream, which etcd 3.4 cannot serve, and the watch fails; the client
+	// then sees changes only on its relists, further apart each time.
+	apiServer.Configure().Set("feature-gates", "WatchList=false")
 	e := &Env{AssetsDir: assets, tmp: tmp, env: &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDDirectoryPaths:        crdDirs,
@@ -118,7 +124,7 @@ func Start(opts Options) (*Env, error) {
 		// etcd's data lives in a directory of ours for the same reason:
 		// envtest removes the one it allocates when etcd stops, so a
 		// restarted control plane would come back empty.
-		ControlPlane: envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: apiCerts},
+		ControlPlane: envtest.ControlPlane{APIServer: apiServer,
 			Etcd: &envtest.Etcd{DataDir: filepath.Join(tmp, "etcd")}},
 	}}
 	cfg, err := e.env.Start()
@@ -133,8 +139,12 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	if len(opts.Controllers) > 0 {
+		// A test's outage of the control plane (StopControlPlane) also stops
+		// kwok's node heartbeats; the grace period is long enough that the
+		// node-lifecycle controller does not take the outage for a failure
+		// of every node and mark their Pods not ready.
 		if err := e.startComponent("kube-controller-manager", "--controllers="+strings.Join(opts.Controllers, ","),
-			"--leader-elect=false", "--secure-port=0", "--v=1"); err != nil {
+			"--leader-elect=false", "--secure-port=0", "--node-monitor-grace-period=3m", "--v=1"); err != nil {
 			_ = e.Stop()
 			return nil, err
 		}

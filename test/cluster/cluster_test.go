@@ -51,9 +51,8 @@ const (
 func TestOperatorOnRealControllersAndKwokNodes(t *testing.T) {
 	env := testenv.StartFor(t, "the operator runs against a real control plane", testenv.Options{
 		ExtraCRDDirs: testenv.ExternalCRDDirs,
-		Controllers: []string{"deployment-controller", "replicaset-controller",
-			"serviceaccount-controller", "node-lifecycle-controller", testenv.GarbageCollector},
-		Nodes: &testenv.Nodes{PodCIDR: podCIDR},
+		Controllers:  testenv.WorkloadControllers,
+		Nodes:        &testenv.Nodes{PodCIDR: podCIDR},
 	})
 	scheme, err := manager.NewScheme()
 	must(t, err)
@@ -66,8 +65,7 @@ func TestOperatorOnRealControllersAndKwokNodes(t *testing.T) {
 			t.Log(clusterState(k8s))
 		}
 	})
-	must(t, k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-0",
-		Annotations: map[string]string{testenv.NodeAnnotation: "fake"}}}))
+	must(t, k8s.Create(ctx, testenv.NewNode("gpu-node-0", nil)))
 	operator, err := proc.Build("manager")
 	must(t, err)
 	gatewayBin, err := proc.Build("igw-gateway")
@@ -90,12 +88,19 @@ func TestOperatorOnRealControllersAndKwokNodes(t *testing.T) {
 		Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: configName}, Models: []igwv1.ModelName{"llama"},
 			Selector:    igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": modelApp}},
 			TargetPorts: []igwv1.TargetPort{{Number: int32(simPort)}}}}))
-	startContainerRuntime(t, k8s, simPort)
+	// The container runtime kwok lacks: a simulator on each model Pod's IP.
+	seed := uint64(0)
+	testenv.RunSimulators(t, k8s, ns, map[string]string{"app": modelApp}, simPort, func(*corev1.Pod) simproc.Options {
+		seed++
+		return simproc.Options{Config: sim.Config{Model: "llama-3.1-8b", Seed: seed}, ServedModelName: "llama"}
+	})
 
 	model := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: modelApp},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": modelApp}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": modelApp}},
+			// Each Pod is ready once its simulator answers, as with a readiness probe.
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": modelApp},
+				Annotations: map[string]string{testenv.ReadinessProbeAnnotation: testenv.ReadinessProbeFailing}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest",
 					Ports: []corev1.ContainerPort{{ContainerPort: int32(simPort)}}}}}}}}
 	must(t, k8s.Create(ctx, model))
@@ -157,53 +162,6 @@ func TestOperatorOnRealControllersAndKwokNodes(t *testing.T) {
 			return apierrors.IsNotFound(err) && len(rs.Items) == 0 && len(podsOf(t, k8s, selector)) == 0
 		})
 	})
-}
-
-// startContainerRuntime plays what kwok does not: the containers. For every
-// running Pod of the model's Deployment it starts a simulator on the Pod's
-// IP, and stops it when the Pod is gone; all stop at t's cleanup.
-func startContainerRuntime(t *testing.T, k8s client.Client, port int) {
-	bin := simproc.Binary(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	sims := map[types.UID]*proc.Proc{}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		for _, s := range sims {
-			s.Stop()
-		}
-	})
-	go func() {
-		defer close(done)
-		for seed := uint64(1); ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
-			var pods corev1.PodList
-			if k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": modelApp}) != nil {
-				continue
-			}
-			live := map[types.UID]bool{}
-			for _, p := range pods.Items {
-				live[p.UID] = true
-				if sims[p.UID] != nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
-					continue
-				}
-				s, err := simproc.Launch(bin, simproc.Options{Host: p.Status.PodIP, Port: port,
-					Config: sim.Config{Model: "llama-3.1-8b", Seed: seed}, ServedModelName: "llama"})
-				if err != nil {
-					t.Errorf("starting the simulator of Pod %s on %s: %v", p.Name, p.Status.PodIP, err)
-					continue
-				}
-				sims[p.UID] = s
-				seed++
-			}
-			for uid, s := range sims {
-				if !live[uid] {
-					s.Stop()
-					delete(sims, uid)
-				}
-			}
-		}
-	}()
 }
 
 // waitForServers waits until n model Pods are ready with an IP, and
