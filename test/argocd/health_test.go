@@ -18,6 +18,7 @@ import (
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -123,7 +124,10 @@ func scripts(t *testing.T) map[string]string {
 }
 
 func TestHealthOnRealObjects(t *testing.T) {
-	env := testenv.StartFor(t, "the health checks run on the API server's objects", testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
+	// The real deployment controller and kwok's node bring the
+	// Deployments the operator renders, and the model's, up.
+	env := testenv.StartFor(t, "the health checks run on the API server's objects", testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs,
+		Controllers: testenv.WorkloadControllers, Nodes: &testenv.Nodes{PodCIDR: "127.0.91.0/24"}})
 	check := scripts(t)
 	k8s := env.ClientFor(t, manager.NewScheme)
 	ctx := context.Background()
@@ -131,6 +135,9 @@ func TestHealthOnRealObjects(t *testing.T) {
 		if err := fixtures.Namespace(ctx, k8s, ns); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := k8s.Create(ctx, testenv.NewNode("node-0", nil)); err != nil {
+		t.Fatal(err)
 	}
 	// The operator watches one namespace, so objects elsewhere stay as created.
 	// The global picker's GET /status, as the test sets it.
@@ -210,6 +217,11 @@ func TestHealthOnRealObjects(t *testing.T) {
 	hub.eventually(t, "without a config", func() bool { return hub.ready() == "False/"+igwv1.ReasonConfigNotFound })
 	hub.want(t, "no config", "Degraded", igwv1.ReasonConfigNotFound)
 
+	// The hub's picker reports every member in rotation from its start: the
+	// operator reads the report when the picker's Deployment turns available,
+	// which it does as soon as the config below lets the operator render it.
+	hub.report(t, "")
+
 	// Reconciled, nothing serving yet (Gateway not programmed, no model pods): Degraded.
 	if _, err := fixtures.Gateway(ctx, k8s, watched, "gw"); err != nil {
 		t.Fatal(err)
@@ -225,18 +237,19 @@ func TestHealthOnRealObjects(t *testing.T) {
 	want("gateway not programmed", cfg, "Degraded", "")
 	want("no model server pods", mr, "Degraded", "selector")
 
-	// Everything up (the fixtures play Envoy Gateway, the kubelet and the
-	// deployment controller): Healthy.
+	// Everything up (a fixture plays Envoy Gateway; the model's Pod and
+	// the operator's Deployments run on kwok's node): Healthy.
 	if err := fixtures.ProgramGateway(ctx, k8s, watched, "gw"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fixtures.ModelPod(ctx, k8s, watched, "llama-0", map[string]string{"app": "llama"}, ""); err != nil {
+	labels := map[string]string{"app": "llama"}
+	if err := k8s.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "llama"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest"}}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fixtures.SetPodReady(ctx, k8s, watched, "llama-0", "10.0.0.7"); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{render.NamesForConfig("igw").BBR, render.NamesForRoute("llama").EPP} {
+	for _, d := range []string{"llama", render.NamesForConfig("igw").BBR, render.NamesForRoute("llama").EPP} {
 		eventuallyAvailable(t, ctx, k8s, watched, d)
 	}
 	eventually(cfg, func() bool { return fixtures.Condition(cfg.Status.Conditions, igwv1.ConditionReady) == "True/Ready" })
@@ -246,7 +259,6 @@ func TestHealthOnRealObjects(t *testing.T) {
 
 	// The hub's picker up with both members in rotation: Healthy; one member
 	// ejected: the hub still routes (Ready True), but Degraded, naming it.
-	hub.report(t, "")
 	eventuallyAvailable(t, ctx, k8s, watched, render.NamesForGlobal(hub.gig).Picker)
 	hub.eventually(t, "all members in rotation", func() bool { return hub.ready() == "True/Ready" && hub.gig.Status.MembersInRotation == 2 })
 	hub.want(t, "all members in rotation", "Healthy", "2 of 2 members in rotation")
@@ -364,16 +376,21 @@ func (h *globalHub) report(t *testing.T, outReason string) {
 	}
 }
 
+// eventuallyAvailable waits until the deployment controller reports every
+// replica of Deployment ns/name available.
 func eventuallyAvailable(t *testing.T, ctx context.Context, c client.Client, ns, name string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: the controllers and kwok share two cores with the test.
+	deadline := time.Now().Add(time.Minute)
 	for {
-		err := fixtures.SetDeploymentAvailable(ctx, c, ns, name)
-		if err == nil {
+		var d appsv1.Deployment
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d)
+		if err == nil && d.Status.ObservedGeneration == d.Generation && d.Spec.Replicas != nil &&
+			d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Deployment %s/%s: %v", ns, name, err)
+			t.Fatalf("Deployment %s/%s not available: %v %+v", ns, name, err, d.Status)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
