@@ -4,11 +4,15 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/igw-dev/igw/internal/logging/kubelog"
@@ -23,8 +27,11 @@ import (
 // ready leaves, and with the API server stopped the gateway goes on serving
 // the endpoints it last saw, then follows the pool again once it is back.
 func TestEndpointsFromAnInferencePool(t *testing.T) {
+	// kube-scheduler places the Pods on kwok's node, and kwok gives them
+	// their IPs and readiness, as a kubelet would.
 	env := testenv.StartFor(t, "the gateway follows an InferencePool through the API server",
-		testenv.Options{ExtraCRDDirs: []string{"config/crd/external/inference-extension"}})
+		testenv.Options{ExtraCRDDirs: []string{"config/crd/external/inference-extension"},
+			Controllers: testenv.WorkloadControllers, Nodes: &testenv.Nodes{PodCIDR: "127.0.92.0/24"}})
 	c := env.ClientFor(t, source.Scheme)
 	// client-go's and controller-runtime's logs (the informers' retries while
 	// the API server is down) are expected here.
@@ -32,11 +39,23 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 	ctx := context.Background()
 	const ns = "discovery"
 	mustSucceed(t, fixtures.Namespace(ctx, c, ns))
+	mustSucceed(t, c.Create(ctx, testenv.NewNode("node-0", nil)))
 
+	// Pods a and b are the pool's; a Pod of another app is not.
+	podIPs := map[string]string{}
+	for _, p := range []struct{ name, app string }{{"a", "m"}, {"b", "m"}, {"other", "other"}} {
+		_, err := fixtures.ModelPod(ctx, c, ns, p.name, map[string]string{"app": p.app}, "")
+		mustSucceed(t, err)
+	}
+	for _, name := range []string{"a", "b", "other"} {
+		ip, err := testenv.WaitForPodIP(ctx, c, ns, name)
+		mustSucceed(t, err)
+		podIPs[name] = ip
+	}
 	// Both model servers listen on the pool's one target port, each on its Pod's IP.
-	a := startUpstreamAt(t, "a", "127.0.0.41:0")
+	a := startUpstreamAt(t, "a", podIPs["a"]+":0")
 	_, port, _ := net.SplitHostPort(a.Listener.Addr().String())
-	b := startUpstreamAt(t, "b", "127.0.0.42:"+port)
+	b := startUpstreamAt(t, "b", podIPs["b"]+":"+port)
 	for _, u := range []*upstream{a, b} {
 		u.metrics = "vllm:num_requests_waiting{model_name=\"m\"} 0\nvllm:num_requests_running{model_name=\"m\"} 0\n"
 	}
@@ -47,15 +66,10 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 			TargetPorts:       []infv1.Port{{Number: infv1.PortNumber(targetPort)}},
 			EndpointPickerRef: &infv1.EndpointPickerRef{Name: "epp", Port: &infv1.Port{Number: 9002}},
 		}}))
-	for _, p := range []struct{ name, ip string }{{"a", "127.0.0.41"}, {"b", "127.0.0.42"}} {
-		_, err := fixtures.ModelPod(ctx, c, ns, p.name, map[string]string{"app": "m"}, "")
-		mustSucceed(t, err)
-		mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, p.name, p.ip))
+	// The servers answer: every Pod's readiness probe passes.
+	for _, name := range []string{"a", "b", "other"} {
+		mustSucceed(t, testenv.SetReadinessProbe(ctx, c, ns, name, true))
 	}
-	// A Pod of another app is not the pool's.
-	_, err := fixtures.ModelPod(ctx, c, ns, "other", map[string]string{"app": "other"}, "")
-	mustSucceed(t, err)
-	mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, "other", "127.0.0.43"))
 
 	g := startGateway(t, "--kubeconfig", env.KubeconfigPath, "--pool-namespace", ns, "--pool-name", "pool", "--served-model-name", "m")
 	// served is who answered n requests.
@@ -78,7 +92,8 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 		t.Errorf("with both Pods ready: served by %v, want a and b", got)
 	}
 
-	mustSucceed(t, fixtures.SetPodNotReady(ctx, c, ns, "b"))
+	// b's readiness probe fails: kwok, as the kubelet, turns it not ready.
+	mustSucceed(t, testenv.SetReadinessProbe(ctx, c, ns, "b", false))
 	waitFor(t, "b out of the pool", func() bool { return g.pools[0].store.Len() == 1 })
 	if got := served(10); got["a"] != 10 {
 		t.Errorf("with b not ready: served by %v, want a alone", got)
@@ -99,15 +114,20 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 
 	mustSucceed(t, env.StartAPIServer())
 	back := time.Now()
-	mustSucceed(t, fixtures.SetPodReady(ctx, c, ns, "b", "127.0.0.42"))
+	mustSucceed(t, testenv.SetReadinessProbe(ctx, c, ns, "b", true))
+	// kwok's own watch comes back after its backoff; the gateway's clock
+	// starts once b is ready in the API server.
+	waitForPodReady(t, c, ns, "b")
+	ready := time.Now()
 	// The informers' relist backs off while the API server was down: up to
 	// tens of seconds on a loaded machine.
 	for deadline := time.Now().Add(60 * time.Second); g.pools[0].store.Len() != 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("b did not rejoin the pool within 60 s of the API server's return")
+			t.Fatal("b did not rejoin the pool within 60 s of turning ready after the API server's return")
 		}
 	}
-	t.Logf("b rejoined the pool %v after the API server answered again", time.Since(back).Round(time.Millisecond))
+	t.Logf("b rejoined the pool %v after the API server answered again, %v after it turned ready",
+		time.Since(back).Round(time.Millisecond), time.Since(ready).Round(time.Millisecond))
 	// A new endpoint counts as saturated until its first scrape.
 	waitFor(t, "b scraped", func() bool { return g.pools[0].liveEndpoints(g.liveWindow()) == 2 })
 	if got := served(20); got["b"] == 0 {
@@ -143,5 +163,23 @@ func mustSucceed(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitForPodReady waits until Pod ns/name is Ready in the API server.
+func waitForPodReady(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	// Generous: kwok's watch may back off for most of a minute after an outage.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var p corev1.Pod
+		if c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p) == nil &&
+			slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Pod %s/%s not ready after 2 minutes", ns, name)
+		}
 	}
 }
