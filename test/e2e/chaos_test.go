@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/chatload"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/render"
@@ -79,8 +80,8 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 					PodSettings: igwv1.PodSettings{Replicas: new(int32(2))}}}})).To(Succeed())
 
 		opts := simproc.Options{Config: sim.Config{GPU: "H100", Model: llamaModel}, ServedModelName: chaosModel}
-		for i, ip := range []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"} {
-			sims = append(sims, startSimulator(chaosNS, fmt.Sprintf("chaos-%d", i), map[string]string{"app": "chaos"}, ip, port, opts))
+		for i := range 3 {
+			sims = append(sims, startSimulator(chaosNS, fmt.Sprintf("chaos-%d", i), map[string]string{"app": "chaos"}, port, opts))
 		}
 
 		By("running the router, and two replicas of the picker that elect a leader")
@@ -95,7 +96,7 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 		}, eventually, poll).Should(ContainElement("--leader-elect"))
 		pickers = []*process{startPod(chaosNS, name), startPod(chaosNS, name)}
 		Eventually(func() *process { return leaderOf(pickers) }, eventually, poll).ShouldNot(BeNil())
-		Expect(fixtures.SetDeploymentAvailable(ctx, k8s, chaosNS, name)).To(Succeed())
+		waitAvailable(chaosNS, name)
 		Expect(fixtures.ProgramGateway(ctx, k8s, chaosNS, chaosGateway)).To(Succeed())
 
 		front = startEnvoy(types.NamespacedName{Namespace: chaosNS, Name: chaosGateway}, append([]*process{bbr}, pickers...)...)
@@ -114,7 +115,7 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 			Eventually(func() []string { return pickerEndpoints(p) }, eventually, poll).Should(ConsistOf(addrs(sims)))
 		}
 		By("one pod is not ready, to turn ready once the control plane is back")
-		Expect(fixtures.SetPodNotReady(ctx, k8s, chaosNS, sims[2].Pod)).To(Succeed())
+		sims[2].setReady(false)
 		for _, p := range pickers {
 			Eventually(func() []string { return pickerEndpoints(p) }, eventually, poll).Should(ConsistOf(addrs(sims[:2])))
 		}
@@ -202,8 +203,8 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 		// minute away (5 to 32 s after the control plane was back, seen on
 		// two idle cores), longer when a slow restart made one more try fail.
 		t0 = time.Now()
-		ip := strings.Split(sims[2].Addr, ":")[0]
-		Eventually(func() error { return fixtures.SetPodReady(ctx, k8s, chaosNS, sims[2].Pod, ip) }, eventually, poll).Should(Succeed())
+		// kwok, as the kubelet, reports the Pod ready once its own watch is back.
+		Eventually(func() error { return testenv.SetReadinessProbe(ctx, k8s, chaosNS, sims[2].Pod, true) }, eventually, poll).Should(Succeed())
 		for _, p := range pickers {
 			Eventually(func() []string { return pickerEndpoints(p) }, 2*time.Minute, poll).Should(ConsistOf(addrs(sims)))
 		}
@@ -221,10 +222,8 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 		load.pause()
 		load.enter(phaseFollows)
 		t0 = time.Now()
-		Expect(fixtures.SetPodNotReady(ctx, k8s, chaosNS, gone.Pod)).To(Succeed())
-		DeferCleanup(func() {
-			Expect(fixtures.SetPodReady(ctx, k8s, chaosNS, gone.Pod, strings.Split(gone.Addr, ":")[0])).To(Succeed())
-		})
+		gone.setReady(false)
+		DeferCleanup(func() { gone.setReady(true) })
 		for _, p := range pickers {
 			Eventually(func() []string { return pickerEndpoints(p) }, eventually, poll).Should(ConsistOf(addrs(sims[1:])))
 		}

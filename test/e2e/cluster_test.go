@@ -32,8 +32,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/bbr"
 	eppoptions "github.com/igw-dev/igw/pkg/epp/options"
@@ -64,12 +66,23 @@ func configOnGateway(ns, gateway, config string) {
 		Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: gateway}}}})).To(Succeed())
 }
 
-// startSimulator creates the Pod, starts modelsim on ip:port, and then plays
-// the kubelet: the Pod gets the IP and the Ready condition.
-func startSimulator(ns, pod string, podLabels map[string]string, ip string, port int, opts simproc.Options) *simulator {
-	p, err := fixtures.SimulatorPod(ctx, GinkgoT(), k8s, ns, pod, podLabels, ip, port, opts)
+// startSimulator creates the Pod, which kube-scheduler places on kwok's
+// node and kwok runs with a loopback IP, and then plays the container
+// runtime: modelsim listens on the Pod's IP and port, and the Pod turns
+// Ready once it does.
+func startSimulator(ns, pod string, podLabels map[string]string, port int, opts simproc.Options) *simulator {
+	_, err := fixtures.ModelPod(ctx, k8s, ns, pod, podLabels, "")
+	Expect(err).NotTo(HaveOccurred())
+	p, err := testenv.StartSimulator(ctx, GinkgoT(), k8s, ns, pod, port, opts)
 	Expect(err).NotTo(HaveOccurred())
 	return &simulator{Namespace: ns, Pod: pod, Addr: p.Addr, proc: p}
+}
+
+// setReady makes the simulator's readiness probe pass or fail; kwok, as the
+// kubelet, then turns its Pod ready or not ready.
+func (s *simulator) setReady(ready bool) {
+	GinkgoHelper()
+	Expect(testenv.SetReadinessProbe(ctx, k8s, s.Namespace, s.Pod, ready)).To(Succeed())
 }
 
 // metrics reads the simulator's Prometheus metrics.
@@ -137,16 +150,36 @@ type runnable interface {
 	Addr(name string) string
 }
 
-// runDeployment starts the Deployment's pod, waits for its readiness probe to
-// pass, and plays the deployment controller: the Deployment becomes available.
+// runDeployment starts the Deployment's pod in process, waits for its
+// readiness probe to pass, and waits until the deployment controller reports
+// the Deployment available (its Pods run on kwok's node, which knows nothing
+// of the process).
 func runDeployment(ns, name string) *process {
 	p := startPod(ns, name)
 	c := p.Deployment.Spec.Template.Spec.Containers[0]
-	By("probing " + name + " as the kubelet does, then marking the Deployment available")
+	By("probing " + name + " as the kubelet does, then waiting for the Deployment to be available")
 	Expect(c.ReadinessProbe).NotTo(BeNil())
 	Eventually(func() error { return p.probe(c, c.ReadinessProbe) }, eventually, poll).Should(Succeed())
-	Expect(fixtures.SetDeploymentAvailable(ctx, k8s, ns, name)).To(Succeed())
+	waitAvailable(ns, name)
 	return p
+}
+
+// waitAvailable waits until the deployment controller reports every replica
+// of Deployment ns/name updated and available.
+func waitAvailable(ns, name string) {
+	GinkgoHelper()
+	Eventually(func() error {
+		var d appsv1.Deployment
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
+			return err
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want {
+			return fmt.Errorf("Deployment %s/%s: generation %d observed %d, %d of %d updated and %d available", ns, name,
+				d.Generation, d.Status.ObservedGeneration, d.Status.UpdatedReplicas, want, d.Status.AvailableReplicas)
+		}
+		return nil
+	}, eventually, poll).Should(Succeed())
 }
 
 // startPod starts one pod of the Deployment as it is now, and returns once its

@@ -7,11 +7,14 @@
 // HTTP front that plays Envoy Gateway from the operator's HTTPRoutes and
 // policies. Requests come from the official openai-go client.
 //
-// What the local control plane lacks is played by the suite: the kubelet (a
-// Pod's IP and readiness, a Deployment's pod run in process with its
-// ConfigMap volumes, its readiness probe), the deployment controller (the
-// Deployment's availability) and Envoy Gateway (the Gateway's Programmed
-// condition and its data plane, in envoy_test.go).
+// The workload machinery is real: kube-controller-manager's Deployment,
+// ReplicaSet and garbage-collection controllers, kube-scheduler, and kwok
+// playing a node (Pods running with loopback IPs, ready as their readiness
+// probes say: testenv.SetReadinessProbe). What has no real component here is
+// played by the suite: the container runtime (a simulator on a model Pod's
+// IP; a Deployment's pod run in process with its ConfigMap volumes, its
+// readiness probe) and Envoy Gateway (the Gateway's Programmed condition and
+// its data plane, in envoy_test.go).
 package e2e
 
 import (
@@ -61,7 +64,10 @@ var (
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
+	// kwok gives Pods IPs from a loopback range no other package uses: the
+	// simulators listen there while other packages' tests run.
+	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs,
+		Controllers: testenv.WorkloadControllers, Nodes: &testenv.Nodes{PodCIDR: "127.0.93.0/24"}})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
 	scheme, err = manager.NewScheme()
@@ -70,6 +76,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(func() { cancel() })
+	Expect(k8s.Create(ctx, testenv.NewNode("node-0", nil))).To(Succeed())
 
 	By("running the operator with the ClusterRole it ships (config/rbac/role.yaml)")
 	op, err := manager.New(operatorConfig(), &manager.Options{

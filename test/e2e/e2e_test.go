@@ -78,16 +78,16 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		By("starting a simulator on each Pod's loopback IP")
 		llamaOpts := simproc.Options{Config: sim.Config{GPU: "H100", Model: llamaModel}, ServedModelName: llamaModel + "," + llamaAlias}
 		llama = []*simulator{
-			startSimulator(ns, "llama-0", map[string]string{"app": "llama"}, "127.0.0.11", port, llamaOpts),
-			startSimulator(ns, "llama-1", map[string]string{"app": "llama"}, "127.0.0.12", port, llamaOpts),
+			startSimulator(ns, "llama-0", map[string]string{"app": "llama"}, port, llamaOpts),
+			startSimulator(ns, "llama-1", map[string]string{"app": "llama"}, port, llamaOpts),
 		}
 		qwenOpts := func(adapter string) simproc.Options {
 			return simproc.Options{Config: sim.Config{GPU: "H100", Model: qwenModel, MaxLoras: 1},
 				LoRAModules: []string{adapter + "=/adapters/" + adapter}}
 		}
 		qwen = []*simulator{
-			startSimulator(ns, "qwen-0", map[string]string{"app": "qwen"}, "127.0.0.21", port, qwenOpts(sqlAdapter)),
-			startSimulator(ns, "qwen-1", map[string]string{"app": "qwen"}, "127.0.0.22", port, qwenOpts(faqAdapter)),
+			startSimulator(ns, "qwen-0", map[string]string{"app": "qwen"}, port, qwenOpts(sqlAdapter)),
+			startSimulator(ns, "qwen-1", map[string]string{"app": "qwen"}, port, qwenOpts(faqAdapter)),
 		}
 
 		By("running the router and each model's picker from the Deployments and ConfigMaps the operator rendered")
@@ -272,7 +272,7 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 	})
 
 	It("stops sending to a pod that is no longer ready, and takes it back when it is", func() {
-		Expect(fixtures.SetPodNotReady(ctx, k8s, ns, llama[1].Pod)).To(Succeed())
+		llama[1].setReady(false)
 		Eventually(func() []string { return pickerEndpoints(llamaEPP) }, eventually, poll).Should(Equal([]string{llama[0].Addr}))
 		Eventually(func() int32 { return getRoute("llama").Status.ReadyEndpoints }, eventually, poll).Should(BeEquivalentTo(1))
 
@@ -286,7 +286,7 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		Expect(after[llama[0].Pod] - before[llama[0].Pod]).To(Equal(4))
 		Expect(after[llama[1].Pod]).To(Equal(before[llama[1].Pod]))
 
-		Expect(fixtures.SetPodReady(ctx, k8s, ns, llama[1].Pod, strings.Split(llama[1].Addr, ":")[0])).To(Succeed())
+		llama[1].setReady(true)
 		Eventually(func() []string { return pickerEndpoints(llamaEPP) }, eventually, poll).Should(ConsistOf(addrs(llama)))
 	})
 
