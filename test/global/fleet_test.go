@@ -35,15 +35,16 @@ import (
 )
 
 // member is one member cluster on loopback: its own control plane (etcd
-// and kube-apiserver, internal/testenv), its operator (cmd/manager)
-// reconciling an InferenceGatewayConfig and a ModelRoute into an
-// InferencePool, two Pods whose IPs are loopback addresses where simulators
-// listen, and its gateway front: igw-gateway following the InferencePool
+// and kube-apiserver, internal/testenv, with kube-controller-manager's
+// workload controllers, kube-scheduler and a node kwok plays), its operator
+// (cmd/manager) reconciling an InferenceGatewayConfig and a ModelRoute into
+// an InferencePool, two Pods to which kwok gives loopback IPs where
+// simulators listen, and its gateway front: igw-gateway following the InferencePool
 // through the member's API server and exporting the member summary behind a
 // token, which the hub reaches through a delay proxy.
 type member struct {
 	name, region string
-	// index makes the Pods' IPs, 127.0.(20+index).1 and .2.
+	// index makes the range of the Pods' IPs, 127.0.(20+index).0/24.
 	index int
 	dir   string
 	token string
@@ -54,6 +55,8 @@ type member struct {
 	pool string
 	// simPort is the route's target port, where every simulator listens on its Pod's IP.
 	simPort int
+	// podIPs are the IPs kwok gave the Pods.
+	podIPs [2]string
 
 	operator *proc.Proc
 	sims     [2]*proc.Proc
@@ -103,13 +106,14 @@ func newMember(t *testing.T, name, region string, index int) *member {
 	return m
 }
 
-func (m *member) podIP(i int) string { return fmt.Sprintf("127.0.%d.%d", 20+m.index, i+1) }
+func (m *member) podName(i int) string { return fmt.Sprintf("llama-%d", i) }
 
 // setUp brings the member up the first time: its control plane, its
 // operator, the route's objects, the Pods with their simulators, its gateway.
 func (m *member) setUp(t *testing.T, b binaries) {
 	t.Helper()
-	env, err := testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs})
+	env, err := testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs, Controllers: testenv.WorkloadControllers,
+		Nodes: &testenv.Nodes{PodCIDR: fmt.Sprintf("127.0.%d.0/24", 20+m.index)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +128,7 @@ func (m *member) setUp(t *testing.T, b binaries) {
 	}
 	m.startOperator(t, b)
 	ctx := context.Background()
+	must(t, m.k8s.Create(ctx, testenv.NewNode(m.name+"-node", nil)))
 	must(t, fixtures.Namespace(ctx, m.k8s, memberNamespace))
 	_, err = fixtures.Gateway(ctx, m.k8s, memberNamespace, gatewayName)
 	must(t, err)
@@ -149,10 +154,12 @@ func (m *member) setUp(t *testing.T, b binaries) {
 		return m.k8s.Get(ctx, types.NamespacedName{Namespace: memberNamespace, Name: m.pool}, &pool) == nil
 	})
 	for i := range m.sims {
-		p, err := fixtures.SimulatorPod(ctx, t, m.k8s, memberNamespace, fmt.Sprintf("llama-%d", i), map[string]string{"app": podApp},
-			m.podIP(i), m.simPort, m.simOptions(i))
+		_, err := fixtures.ModelPod(ctx, m.k8s, memberNamespace, m.podName(i), map[string]string{"app": podApp}, "")
+		must(t, err)
+		p, err := testenv.StartSimulator(ctx, t, m.k8s, memberNamespace, m.podName(i), m.simPort, m.simOptions(i))
 		must(t, err)
 		m.sims[i] = p
+		m.podIPs[i], _, _ = net.SplitHostPort(p.Addr)
 	}
 	m.startGateway(t, b)
 }
@@ -199,6 +206,8 @@ func (m *member) startGateway(t *testing.T, b binaries) {
 // the operator at once, without a drain (SIGKILL), then the API server and
 // etcd (etcd's data is kept, as a cluster's disks survive it). The control
 // plane goes down in the background; the channel says when it is down.
+// kube-controller-manager, kube-scheduler and kwok's node go on, and
+// reconnect once the control plane is back, as a node's kubelet would.
 func (m *member) kill() <-chan error {
 	procs := m.processes()
 	for _, p := range procs {
@@ -219,7 +228,7 @@ func (m *member) restart(t *testing.T, b binaries) {
 	m.startOperator(t, b)
 	for i := range m.sims {
 		o := m.simOptions(i)
-		o.Host, o.Port = m.podIP(i), m.simPort
+		o.Host, o.Port = m.podIPs[i], m.simPort
 		m.sims[i] = simproc.Start(t, o)
 	}
 	m.startGateway(t, b)

@@ -26,7 +26,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/igw-dev/igw/internal/logging/kubelog"
-	"github.com/igw-dev/igw/internal/testenv/fixtures"
+	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/bench"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -235,9 +235,9 @@ func TestGlobalTierOnLoopback(t *testing.T) {
 		// turns not ready leaves it, and comes back when ready.
 		followed := time.Now()
 		ctx := context.Background()
-		must(t, fixtures.SetPodNotReady(ctx, victim.k8s, memberNamespace, "llama-1"))
+		must(t, testenv.SetReadinessProbe(ctx, victim.k8s, memberNamespace, victim.podName(1), false))
 		waitUntil(t, victim.name+"'s gateway dropping the Pod no longer ready", time.Minute, func() bool { return victim.gatewayEndpoints(t) == 1 })
-		must(t, fixtures.SetPodReady(ctx, victim.k8s, memberNamespace, "llama-1", victim.podIP(1)))
+		must(t, testenv.SetReadinessProbe(ctx, victim.k8s, memberNamespace, victim.podName(1), true))
 		waitUntil(t, victim.name+"'s gateway taking the Pod back", time.Minute, func() bool { return victim.gatewayEndpoints(t) == 2 })
 		t.Logf("%s's gateway followed a Pod out of and back into its pool in %v after its control plane's return",
 			victim.name, time.Since(followed).Round(time.Millisecond))
