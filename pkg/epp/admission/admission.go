@@ -2,10 +2,11 @@
 // it, with a Retry-After derived from when the least-loaded endpoint's queue
 // is predicted to drain: requests below a priority when every candidate
 // endpoint is saturated, and any request when every candidate is overloaded
-// (it could not start within MaxWaitSeconds, or tokens there come slower
-// than MaxInterTokenSeconds), since then queuing it only makes every request
-// behind it late too. While some endpoint is within the bounds (wait, and
-// time between tokens), picks go only to such endpoints (WithinBounds).
+// (it could not start within MaxWaitSeconds, or, with its prefill added,
+// tokens there would come slower than MaxInterTokenSeconds), since then
+// queuing it only makes every request behind it late too. While some
+// endpoint is within the bounds (wait, and time between tokens), picks go
+// only to such endpoints (WithinBounds).
 package admission
 
 import (
@@ -189,24 +190,27 @@ func (p Policy) FitSLO(slo SLO) Policy {
 // wait bound.
 const waitShareOfTTFT = 0.75
 
-// Overloaded reports whether v can take no request within the bounds: its
-// wait, added to waited (what the request already waited in the picker's
-// queue), is over MaxWaitSeconds (WaitExceeded), or its tokens come too far
-// apart (TokensTooFarApart).
-func (p Policy) Overloaded(v *datastore.View, waitSeconds, waited float64) bool {
-	return p.WaitExceeded(v, waitSeconds+waited) || p.TokensTooFarApart(v)
+// Overloaded reports whether v cannot take a request that would prefill
+// uncached prompt tokens there within the bounds: its wait, added to waited
+// (what the request already waited in the picker's queue), is over
+// MaxWaitSeconds (WaitExceeded), or with the request its tokens would come
+// too far apart (TokensTooFarApart).
+func (p Policy) Overloaded(v *datastore.View, waitSeconds, waited float64, uncached int, m latency.Model) bool {
+	return p.WaitExceeded(v, waitSeconds+waited) || p.TokensTooFarApart(v, uncached, m)
 }
 
 // TokensTooFarApart reports whether, with requests of the picker's in flight
-// there, v's tokens come more than MaxInterTokenSeconds apart. With nothing
-// in flight the time between tokens is the past batch's, and a new stream
+// there, v's tokens would come more than MaxInterTokenSeconds apart once a
+// request with uncached prompt tokens joins (latency.Model.InterTokenWith:
+// its prefill is steps every stream there waits out). With nothing in
+// flight the time between tokens is the past batch's, and a new stream
 // there decodes alone. A stale endpoint's figures cannot say it: shedding
 // every request of a fleet whose telemetry lags would be an outage.
-func (p Policy) TokensTooFarApart(v *datastore.View) bool {
+func (p Policy) TokensTooFarApart(v *datastore.View, uncached int, m latency.Model) bool {
 	if v.Stale || p.MaxInterTokenSeconds <= 0 || v.InFlight == 0 || v.Speed.DecodeSamples == 0 {
 		return false
 	}
-	return v.Speed.InterTokenSeconds > p.MaxInterTokenSeconds
+	return m.InterTokenWith(v.Speed, uncached) > p.MaxInterTokenSeconds
 }
 
 // WaitExceeded reports whether a new request would wait more than
@@ -263,6 +267,15 @@ type Prefill interface {
 	UncachedTokens(v *datastore.View) int
 }
 
+// uncachedTokens is what v would prefill of a prompt of promptTokens: all of
+// it when nothing says what v holds.
+func uncachedTokens(prefill Prefill, v *datastore.View, promptTokens int) int {
+	if prefill == nil {
+		return promptTokens
+	}
+	return prefill.UncachedTokens(v)
+}
+
 // WithinBounds appends to out the candidates that are not overloaded for a
 // request that waited waited seconds in the picker's queue, so that a
 // request goes where it can keep both its first-token and its
@@ -288,7 +301,7 @@ func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, waited f
 	start := len(out)
 	least := math.MaxInt
 	for _, v := range cands {
-		if v.Stale || !p.Overloaded(v, predictedWait(v, promptTokens, m), waited) {
+		if v.Stale || !p.Overloaded(v, predictedWait(v, promptTokens, m), waited, uncachedTokens(prefill, v, promptTokens), m) {
 			out = append(out, v)
 			if prefill != nil {
 				least = min(least, prefill.UncachedTokens(v))
@@ -337,7 +350,9 @@ type Decision struct {
 // priority is below the policy's threshold, or when every candidate is
 // overloaded for it, having waited waited seconds in the picker's queue; it
 // may wait there (Queue) while the soonest start is near the wait bound.
-func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, waited float64, m latency.Model) Decision {
+// prefill says how much of the prompt each candidate would prefill (nil:
+// all of it).
+func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, waited float64, m latency.Model, prefill Prefill) Decision {
 	if !p.Enabled || len(cands) == 0 {
 		return Decision{}
 	}
@@ -350,7 +365,7 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 			wait = predictedWait(v, promptTokens, m)
 		}
 		saturated := sheddable && p.Saturated(v)
-		if !saturated && !p.Overloaded(v, wait, waited) {
+		if !saturated && !p.Overloaded(v, wait, waited, uncachedTokens(prefill, v, promptTokens), m) {
 			return Decision{}
 		}
 		queue = queue && !saturated

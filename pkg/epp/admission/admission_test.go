@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -24,23 +25,23 @@ func TestOverloadBoundsShedAtAnyPriority(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel
 	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.04
 	saturated := []*datastore.View{view(5, 0), view(6, 0)}
-	if d := p.Decide(saturated, -1, 1000, 0, m); !d.Shed || d.RetryAfterSeconds < 1 {
+	if d := p.Decide(saturated, -1, 1000, 0, m, nil); !d.Shed || d.RetryAfterSeconds < 1 {
 		t.Errorf("priority -1 on a saturated fleet: %+v", d)
 	}
-	if d := p.Decide(saturated, 0, 1000, 0, m); d.Shed {
+	if d := p.Decide(saturated, 0, 1000, 0, m, nil); d.Shed {
 		t.Errorf("priority 0 on a saturated but not overloaded fleet: %+v", d)
 	}
 	overloaded := []*datastore.View{view(500, 0), view(100, 0.01)}
-	d := p.Decide(overloaded, 0, 1000, 0, m)
+	d := p.Decide(overloaded, 0, 1000, 0, m, nil)
 	if !d.Shed || d.RetryAfterSeconds < 1 || d.RetryAfterSeconds > p.MaxRetryAfterSeconds {
 		t.Errorf("priority 0 on an overloaded fleet: %+v", d)
 	}
-	if d := p.Decide(append(overloaded, view(0, 0.01)), 10, 1000, 0, m); d.Shed {
+	if d := p.Decide(append(overloaded, view(0, 0.01)), 10, 1000, 0, m, nil); d.Shed {
 		t.Errorf("one endpoint with room: %+v", d)
 	}
 	off := p
 	off.MaxWaitSeconds, off.MaxInterTokenSeconds = 0, 0
-	if d := off.Decide(overloaded, 0, 1000, 0, m); d.Shed {
+	if d := off.Decide(overloaded, 0, 1000, 0, m, nil); d.Shed {
 		t.Errorf("bounds off: %+v", d)
 	}
 }
@@ -53,10 +54,10 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.06
 	slow, idleSlow, fast := view(0, 0.2), view(0, 0.2), view(0, 0.01)
 	slow.InFlight, fast.InFlight = 3, 3
-	if d := p.Decide([]*datastore.View{slow, idleSlow}, 0, 1000, 0, m); d.Shed {
+	if d := p.Decide([]*datastore.View{slow, idleSlow}, 0, 1000, 0, m, nil); d.Shed {
 		t.Errorf("shed with an idle endpoint: %+v", d)
 	}
-	if d := p.Decide([]*datastore.View{slow, slow}, 0, 1000, 0, m); !d.Shed {
+	if d := p.Decide([]*datastore.View{slow, slow}, 0, 1000, 0, m, nil); !d.Shed {
 		t.Errorf("not shed with every endpoint decoding at 0.2 s a token: %+v", d)
 	}
 	got := p.WithinBounds([]*datastore.View{slow, idleSlow, fast}, 1000, 0, m, nil, nil)
@@ -65,8 +66,34 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	}
 	waiting := view(0, 0.01)
 	waiting.OldestWait = 2 * time.Second
-	if d := p.Decide([]*datastore.View{waiting}, 0, 1000, 0, m); !d.Shed {
+	if d := p.Decide([]*datastore.View{waiting}, 0, 1000, 0, m, nil); !d.Shed {
 		t.Errorf("a request waiting 2 s there already: not shed")
+	}
+}
+
+// A request's own prefill is steps every stream of the endpoint waits out:
+// where tokens come just under the bound, a long prompt would push them
+// over it and is held off, while a short one still goes there.
+func TestOwnPrefillCountsAgainstTheInterTokenBound(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel
+	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 100, 0.06
+	near := view(0, 0.055)
+	near.InFlight = 8
+	// 20k tokens/s; streams live 100 tokens: 20,000 tokens more are a second
+	// of prefill, 10 ms on every token of a stream there.
+	near.Speed.PrefillTokensPerSecond, near.Speed.OutputTokens = 20000, 100
+	if got := m.InterTokenWith(near.Speed, 20000); math.Abs(got-0.065) > 1e-9 {
+		t.Errorf("predicted time between tokens with a 20k-token prompt: %v s, want 0.065", got)
+	}
+	if d := p.Decide([]*datastore.View{near}, 0, 1000, 0, m, nil); d.Shed {
+		t.Errorf("a 1,000-token prompt (0.5 ms a token more there) shed: %+v", d)
+	}
+	if d := p.Decide([]*datastore.View{near}, 0, 20000, 0, m, nil); !d.Shed {
+		t.Errorf("a 20,000-token prompt, which would take the streams there to 65 ms a token (bound 60 ms): not shed")
+	}
+	cached := uncached{near: 500}
+	if got := p.WithinBounds([]*datastore.View{near}, 20000, 0, m, cached, nil); len(got) != 1 {
+		t.Errorf("a 20,000-token prompt of which the endpoint would prefill 500: not within the bounds")
 	}
 }
 
@@ -79,7 +106,7 @@ func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel // wait bound 1.5 s, first-token budget 2 s, 60 ms between tokens
 	base := view(20, 0.03)                      // 20 waiting × 1,000 tokens: about 1 s of prefill
 	base.InFlight, base.OldestWait = 40, 3*time.Second
-	if d := p.Decide([]*datastore.View{base}, 0, 1000, 0, m); !d.Shed {
+	if d := p.Decide([]*datastore.View{base}, 0, 1000, 0, m, nil); !d.Shed {
 		t.Fatalf("a base-model endpoint whose oldest request waited 3 s: not shed")
 	}
 	running, waiting, sent := *base, *base, *base
@@ -87,7 +114,7 @@ func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 	waiting.Metrics.WaitingAdapters = []string{"b"}
 	sent.AdaptersSinceSample = []string{"c"}
 	for name, v := range map[string]*datastore.View{"running": &running, "waiting": &waiting, "sent since the sample": &sent} {
-		if d := p.Decide([]*datastore.View{v}, 0, 1000, 0, m); d.Shed {
+		if d := p.Decide([]*datastore.View{v}, 0, 1000, 0, m, nil); d.Shed {
 			t.Errorf("adapter %s, the oldest request waiting 3 s for a slot: shed %+v", name, d)
 		}
 		if got := p.WithinBounds([]*datastore.View{v}, 1000, 0, m, nil, nil); len(got) != 1 {
@@ -103,14 +130,14 @@ func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 		for why, set := range overloaded {
 			w := *v
 			set(&w)
-			if d := p.Decide([]*datastore.View{&w}, 0, 1000, 0, m); !d.Shed {
+			if d := p.Decide([]*datastore.View{&w}, 0, 1000, 0, m, nil); !d.Shed {
 				t.Errorf("adapter %s, %s: not shed", name, why)
 			}
 		}
 	}
 	fine := *base
 	fine.OldestWait, fine.Speed.InterTokenSeconds = 0, 0.05
-	if p.Overloaded(&fine, 0, 0) {
+	if p.Overloaded(&fine, 0, 0, 1000, m) {
 		t.Error("a base-model endpoint with tokens 50 ms apart (bound 60 ms) is overloaded")
 	}
 }
@@ -166,33 +193,33 @@ func TestQueueDecisions(t *testing.T) {
 	// 1.64 and 1.70 s ahead: over the 1.5 s bound by less than the 0.25 s
 	// the request may wait in the queue.
 	overloaded := []*datastore.View{view(32, 0), view(33, 0)}
-	if d := p.Decide(overloaded, 0, 1000, 0, m); !d.Shed || !d.Queue {
+	if d := p.Decide(overloaded, 0, 1000, 0, m, nil); !d.Shed || !d.Queue {
 		t.Errorf("overloaded fleet: %+v, want shed to the queue", d)
 	}
-	if d := p.Decide(overloaded, 0, 1000, 0.2, m); !d.Shed || d.Queue {
+	if d := p.Decide(overloaded, 0, 1000, 0.2, m, nil); !d.Shed || d.Queue {
 		t.Errorf("1.64 s ahead after 0.2 s in the queue: %+v, want shed outright", d)
 	}
-	if d := p.Decide([]*datastore.View{view(500, 0), view(400, 0)}, 0, 1000, 0, m); !d.Shed || d.Queue {
+	if d := p.Decide([]*datastore.View{view(500, 0), view(400, 0)}, 0, 1000, 0, m, nil); !d.Shed || d.Queue {
 		t.Errorf("a fleet far over the bounds (20 s and more ahead): %+v, want shed outright", d)
 	}
-	if d := p.Decide(overloaded, 0, 1000, p.QueueWaitSeconds(), m); !d.Shed || d.Queue {
+	if d := p.Decide(overloaded, 0, 1000, p.QueueWaitSeconds(), m, nil); !d.Shed || d.Queue {
 		t.Errorf("budget spent: %+v, want shed outright", d)
 	}
 	off := p
 	off.Queue.MaxRequests = 0
-	if d := off.Decide(overloaded, 0, 1000, 0, m); !d.Shed || d.Queue {
+	if d := off.Decide(overloaded, 0, 1000, 0, m, nil); !d.Shed || d.Queue {
 		t.Errorf("queue off: %+v", d)
 	}
 	saturated := []*datastore.View{view(5, 0)}
-	if d := p.Decide(saturated, -1, 1000, 0, m); !d.Shed || d.Queue {
+	if d := p.Decide(saturated, -1, 1000, 0, m, nil); !d.Shed || d.Queue {
 		t.Errorf("a low priority on a saturated fleet: %+v, want shed outright", d)
 	}
 	// 0.5 s of work ahead: within the 1.5 s bound fresh, over it after 1.2 s in the queue.
 	half := []*datastore.View{view(10, 0)}
-	if d := p.Decide(half, 0, 1000, 0, m); d.Shed {
+	if d := p.Decide(half, 0, 1000, 0, m, nil); d.Shed {
 		t.Errorf("0.5 s ahead: %+v", d)
 	}
-	if d := p.Decide(half, 0, 1000, 1.2, m); !d.Shed {
+	if d := p.Decide(half, 0, 1000, 1.2, m, nil); !d.Shed {
 		t.Errorf("0.5 s ahead after 1.2 s in the queue: %+v, want over the bound", d)
 	}
 	short := p

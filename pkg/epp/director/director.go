@@ -287,7 +287,7 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 		}
 	}
 	reason := ReasonScored
-	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency)
+	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
 	if dec.Shed {
 		res, err := d.queueOrShed(p, dec, req, now, place, queuing)
 		if res.Reason != ReasonShed || !dec.MissBudgetEligible || p.Admission.MissBudget <= 0 || !d.misses.spend() {

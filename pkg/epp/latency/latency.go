@@ -1,7 +1,9 @@
 // Package latency is the picker's timing model of a model server: how fast
 // each endpoint works (Speed), learned online from the requests sent there
-// (Learner), and what that predicts for a new request (Model), which the
-// predicted-latency scorer and admission control read. It follows the form of
+// (Learner), and what that predicts for a new request (Model): its time to
+// first token, and the time between tokens of the streams there once it
+// joins, which the predicted-latency scorer and admission control read. It
+// follows the form of
 // calibrated LLM-serving simulators: a server works through queued prefill
 // tokens at a prefill rate, in steps of at most a chunk budget, and every step
 // also carries the decode batch, which costs about one decode step.
@@ -133,3 +135,32 @@ func (m Model) joiningTokens(q Queue, ahead float64, uncached int) float64 {
 func (m Model) DrainSeconds(q Queue, fallbackPrompt int) float64 {
 	return m.PrefillSeconds(q.Speed, WorkAhead(q, fallbackPrompt))
 }
+
+// InterTokenWith predicts the mean time between tokens of the streams on an
+// endpoint at speed sp once a request with uncached prompt tokens joins it:
+// the learned mean, which holds the prefill steps of the requests sent there
+// so far, plus the new prompt's prefill, which every stream there waits out,
+// spread over a stream's life (the mean output tokens). A long prompt sent
+// to an endpoint whose tokens already come near the bound pushes every
+// stream there over it; a short one barely moves them.
+func (m Model) InterTokenWith(sp Speed, uncached int) float64 {
+	rate := sp.PrefillTokensPerSecond
+	if rate <= 0 || uncached <= 0 {
+		return sp.InterTokenSeconds
+	}
+	life := DefaultOutputTokens
+	if sp.OutputTokens > 0 {
+		life = math.Max(sp.OutputTokens, 1)
+	}
+	added := float64(uncached) / rate / life
+	if m.ChunkTokens > 0 {
+		// A stream whose whole life falls in the prefill waits out one step
+		// of a full chunk per token, no more.
+		added = math.Min(added, float64(m.ChunkTokens)/rate)
+	}
+	return sp.InterTokenSeconds + added
+}
+
+// DefaultOutputTokens stands for a stream's life, in tokens, before any
+// request completed on an endpoint.
+const DefaultOutputTokens = 128.0

@@ -109,3 +109,28 @@ func TestArrivalsJoinTheRequestsStep(t *testing.T) {
 		t.Errorf("work ahead over the budget: arrivals still added %.3f s", a-b)
 	}
 }
+
+// A new prompt's prefill is steps every stream of the endpoint waits out:
+// spread over a stream's life it adds its prefill time over the mean output
+// tokens to each token, and no more than one step of a full chunk per token
+// (a stream that lives within the prefill).
+func TestInterTokenWithTheRequestsPrefill(t *testing.T) {
+	m := latency.Model{ChunkTokens: 2048}
+	sp := latency.Speed{PrefillTokensPerSecond: 20000, InterTokenSeconds: 0.03, OutputTokens: 200}
+	for _, tc := range []struct {
+		uncached int
+		want     float64
+	}{
+		{0, 0.03},
+		{4000, 0.03 + 0.2/200},        // 0.2 s of prefill over 200 tokens
+		{1000000, 0.03 + 2048/20000.}, // 50 s of prefill: a full chunk's step on every token
+	} {
+		if got := m.InterTokenWith(sp, tc.uncached); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%d uncached tokens: %v s between tokens, want %v", tc.uncached, got, tc.want)
+		}
+	}
+	sp.OutputTokens = 0 // none completed: the default life
+	if got, want := m.InterTokenWith(sp, 4000), 0.03+0.2/latency.DefaultOutputTokens; math.Abs(got-want) > 1e-9 {
+		t.Errorf("no completion yet: %v s, want %v", got, want)
+	}
+}

@@ -82,8 +82,6 @@ type Learner struct {
 	relaxedAt time.Time
 	// chunkTokens is the chunked-prefill budget of the latest first token.
 	chunkTokens int
-	// outputTokens is the mean output tokens of the requests completed.
-	outputTokens float64
 }
 
 // NewLearner returns a learner that knows nothing yet: its speed is priors.
@@ -292,10 +290,10 @@ func (l *Learner) observeStep(gap float64, now time.Time) {
 // an exponential mean as long-sighted as a plain mean over the mean output
 // tokens n, 2/(n+1), within [minInterTokenAlpha, maxInterTokenAlpha].
 func (l *Learner) interTokenAlpha() float64 {
-	if l.outputTokens <= 0 {
+	if l.speed.OutputTokens <= 0 {
 		return maxInterTokenAlpha
 	}
-	return min(maxInterTokenAlpha, max(minInterTokenAlpha, 2/(l.outputTokens+1)))
+	return min(maxInterTokenAlpha, max(minInterTokenAlpha, 2/(l.speed.OutputTokens+1)))
 }
 
 // maxGap is the longest one inter-token gap counts as in the mean: a step
@@ -336,11 +334,14 @@ func (l *Learner) ObserveCompletion(c Completion) {
 	}
 	if d := c.At.Sub(c.PickedAt).Seconds(); c.OutputTokens > 0 && d > 0 {
 		if l.speed.RequestSamples == 0 {
-			l.speed.RequestSeconds, l.outputTokens = d, float64(c.OutputTokens)
+			l.speed.RequestSeconds, l.speed.OutputTokens = d, DefaultOutputTokens
 		} else {
 			l.speed.RequestSeconds += requestAlpha * (d - l.speed.RequestSeconds)
-			l.outputTokens += requestAlpha * (float64(c.OutputTokens) - l.outputTokens)
 		}
+		// The prior counts as one completion until requestAlpha weighs less
+		// than a plain mean's share: outputs vary widely, and the first few
+		// (often the shortest, done first) would set a stream's life alone.
 		l.speed.RequestSamples++
+		l.speed.OutputTokens += max(requestAlpha, 1/float64(l.speed.RequestSamples+1)) * (float64(c.OutputTokens) - l.speed.OutputTokens)
 	}
 }

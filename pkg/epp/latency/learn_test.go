@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/latency"
 )
 
 // The timing model learns through an endpoint's accounting, as the picker
@@ -287,4 +288,33 @@ func decoding(st *datastore.EndpointState, n int) []*datastore.Request {
 		st.ObserveFirstToken(seqs[i], at(0.001))
 	}
 	return seqs
+}
+
+// A stream's life (the mean output tokens) starts from the prior and the
+// first completions move it as a plain mean would: the first few to finish
+// are the shortest, and one answer of 3 tokens taken as the life made a long
+// prompt's prefill look like a tenth of a second on every token there.
+func TestOutputTokensStartFromThePrior(t *testing.T) {
+	st := endpoint(t)
+	now := 0.0
+	finish := func(tokens int) {
+		r := &datastore.Request{UncachedTokens: 100, ChunkTokens: 8192}
+		st.Picked(r, at(now))
+		st.ObserveFirstToken(r, at(now+0.01))
+		st.ObserveCompletion(r, tokens, at(now+0.5))
+		now++
+	}
+	if got := st.Speed().OutputTokens; got != 0 {
+		t.Fatalf("output tokens %v before any completion, want 0 (unknown)", got)
+	}
+	finish(3)
+	if got, want := st.Speed().OutputTokens, (latency.DefaultOutputTokens+3)/2; math.Abs(got-want) > 1e-9 {
+		t.Errorf("after one 3-token answer: %v output tokens, want %v (the prior counted as one)", got, want)
+	}
+	for range 200 {
+		finish(300)
+	}
+	if got := st.Speed().OutputTokens; math.Abs(got-300) > 1 {
+		t.Errorf("after 200 answers of 300 tokens: %v output tokens, want 300", got)
+	}
 }

@@ -18,6 +18,9 @@ type Speed struct {
 	AdapterLoadSeconds float64
 	// RequestSeconds is the mean time from pick to completion.
 	RequestSeconds float64
+	// OutputTokens is the mean output tokens of the requests completed
+	// there: the life of a stream, in tokens (0: none completed yet).
+	OutputTokens float64
 	// PrefillSamples, DecodeSamples, AdapterLoadSamples and RequestSamples count
 	// the observations behind each figure; zero means it is unknown (the prior).
 	PrefillSamples     int
