@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 )
 
@@ -66,16 +68,25 @@ func route(ns, name, cfg string, models []igwv1.ModelName, mutate func(*igwv1.Mo
 	return mr
 }
 
-// modelPod creates a model server pod the way a Deployment would, without status.
+// modelPod creates a model server pod the way a Deployment would, on node
+// or where kube-scheduler places it: kwok runs it with an IP, not ready
+// until setPodsReady.
 func modelPod(ns, name string, labels map[string]string, node string) *corev1.Pod {
 	p, err := fixtures.ModelPod(ctx, k8s, ns, name, labels, node)
 	Expect(err).NotTo(HaveOccurred())
 	return p
 }
 
-// setPodReady plays the kubelet: an IP and the Ready condition, through the status subresource.
-func setPodReady(ns, name, ip string) {
-	Expect(fixtures.SetPodReady(ctx, k8s, ns, name, ip)).To(Succeed())
+// setPodsReady lets the readiness probes of the model pods pass, and
+// returns once kwok, playing the kubelet, reports every one Ready.
+func setPodsReady(ns string, names ...string) {
+	GinkgoHelper()
+	for _, name := range names {
+		Expect(testenv.SetReadinessProbe(ctx, k8s, ns, name, true)).To(Succeed())
+	}
+	for _, name := range names {
+		Expect(testenv.WaitForPodReady(ctx, k8s, ns, name, true)).To(Succeed())
+	}
 }
 
 // setDeploymentAvailable plays the deployment controller: every replica updated and available.

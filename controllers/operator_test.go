@@ -23,6 +23,7 @@ import (
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/controllers"
+	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/render"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -184,7 +185,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonNoReadyEndpoints))
 		Expect(getRoute(ns, "llama").Status.TotalEndpoints).To(BeEquivalentTo(1))
 
-		setPodReady(ns, "llama-0", "10.0.0.11")
+		setPodsReady(ns, "llama-0")
 		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonEndpointPickerUnavailable))
 		Expect(getRoute(ns, "llama").Status.ReadyEndpoints).To(BeEquivalentTo(1))
 
@@ -228,9 +229,12 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		var before appsv1.Deployment
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen-epp"}, &before)).To(Succeed())
 
-		// One pod says its GPU itself, the other only through its node.
-		Expect(k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-h100",
-			Labels: map[string]string{render.LabelGPUProduct: "NVIDIA-H100-80GB-HBM3"}}})).To(Succeed())
+		// One pod says its GPU itself, the other only through its node. The
+		// node is kept for that pod alone (a taint keeps kube-scheduler from
+		// placing other specs' pods there), which is bound to it by name.
+		h100 := testenv.NewNode("gpu-node-h100", map[string]string{render.LabelGPUProduct: "NVIDIA-H100-80GB-HBM3"})
+		h100.Spec.Taints = []corev1.Taint{{Key: "igw.test/reserved", Effect: corev1.TaintEffectNoSchedule}}
+		Expect(k8s.Create(ctx, h100)).To(Succeed())
 		modelPod(ns, "qwen-0", map[string]string{"app": "qwen", render.LabelGPUProduct: "NVIDIA-A10G"}, "")
 		modelPod(ns, "qwen-1", map[string]string{"app": "qwen"}, "gpu-node-h100")
 
@@ -264,8 +268,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(qwen), &spec)).To(Succeed())
 		Expect(spec.Spec.Scoring.Weights).To(Equal(igwv1.ScoringWeights{igwv1.ScorerPredictedLatency: 7}), "the operator never writes a spec")
 
-		setPodReady(ns, "qwen-0", "10.0.1.10")
-		setPodReady(ns, "qwen-1", "10.0.1.11")
+		setPodsReady(ns, "qwen-0", "qwen-1")
 		setDeploymentAvailable(ns, "qwen-epp")
 		Eventually(routeCondition(ns, "qwen", igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
 	})

@@ -73,11 +73,13 @@ var _ = Describe("At scale", Ordered, func() {
 		gateway(scale, "inference-gateway")
 		programGateway(scale, "inference-gateway")
 		config(scale, "igw", nil)
+		var pods []string
 		for i := 0; i < scaleRoutes; i++ {
 			name := fmt.Sprintf("model-%03d", i)
 			modelPod(scale, name+"-0", map[string]string{"app": name}, "")
-			setPodReady(scale, name+"-0", fmt.Sprintf("10.1.%d.%d", i/250, i%250+1))
+			pods = append(pods, name+"-0")
 		}
+		setPodsReady(scale, pods...)
 		stop := make(chan struct{})
 		defer close(stop)
 		go playDeploymentController(scale, stop)

@@ -106,13 +106,25 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	// The real garbage collector deletes the children of deleted owners.
-	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs, Controllers: []string{testenv.GarbageCollector}})
+	// The real garbage collector deletes the children of deleted owners, and
+	// model server Pods run on a node kwok plays (kube-scheduler places them,
+	// kwok gives them IPs and their readiness). The deployment and replicaset
+	// controllers do not run: the specs step a route through each state of
+	// its rollout (pods not ready, picker unavailable, one picker of two
+	// available, then Ready) by writing the operator's Deployments' status at
+	// those moments (fixtures.SetDeploymentAvailable), which the deployment
+	// controller would overwrite; holding a Deployment the operator renders at
+	// a chosen state with the real controller would need placement in the
+	// rendered objects that the goldens check.
+	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs,
+		Controllers: []string{"serviceaccount-controller", "node-lifecycle-controller", testenv.GarbageCollector},
+		Nodes:       &testenv.Nodes{PodCIDR: "127.0.94.0/24"}})
 	Expect(err).NotTo(HaveOccurred())
 	scheme, err = manager.NewScheme()
 	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(k8s.Create(context.Background(), testenv.NewNode("node-0", nil))).To(Succeed())
 
 	counted := rest.CopyConfig(env.Config)
 	counted.WrapTransport = writes.wrap

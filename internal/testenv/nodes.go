@@ -15,8 +15,9 @@ import (
 
 // Nodes are the cluster's nodes, played by kwok: a Node carrying
 // NodeAnnotation is marked ready, and a Pod kube-scheduler binds to it runs
-// at once (Running and Ready, an IP from PodCIDR) without a container, and
-// goes when deleted. A test plays the container runtime: it starts what the
+// at once (Running with an IP from PodCIDR, Ready unless its readiness probe
+// fails: ReadinessProbeAnnotation) without a container, and goes when
+// deleted. A test plays the container runtime: it starts what the
 // Pod would run on the Pod's IP (PodCIDR on loopback, 127.0.0.0/8, makes
 // every Pod IP one a local process can listen on; StartSimulator,
 // RunSimulators).
