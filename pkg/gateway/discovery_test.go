@@ -4,15 +4,11 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/igw-dev/igw/internal/logging/kubelog"
@@ -117,7 +113,7 @@ func TestEndpointsFromAnInferencePool(t *testing.T) {
 	mustSucceed(t, testenv.SetReadinessProbe(ctx, c, ns, "b", true))
 	// kwok's own watch comes back after its backoff; the gateway's clock
 	// starts once b is ready in the API server.
-	waitForPodReady(t, c, ns, "b")
+	mustSucceed(t, testenv.WaitForPodReady(ctx, c, ns, "b", true))
 	ready := time.Now()
 	// The informers' relist backs off while the API server was down: up to
 	// tens of seconds on a loaded machine.
@@ -163,23 +159,5 @@ func mustSucceed(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitForPodReady waits until Pod ns/name is Ready in the API server.
-func waitForPodReady(t *testing.T, c client.Client, ns, name string) {
-	t.Helper()
-	// Generous: kwok's watch may back off for most of a minute after an outage.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		var p corev1.Pod
-		if c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p) == nil &&
-			slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
-				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
-			}) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Pod %s/%s not ready after 2 minutes", ns, name)
-		}
 	}
 }
