@@ -75,7 +75,7 @@ func waitForPod(ctx context.Context, c client.Client, ns, name, what string, ok 
 		}
 		select {
 		case <-ctx.Done():
-			return &p, fmt.Errorf("Pod %s/%s: waited %v for it to %s (phase %q, node %q, conditions %v, last error %v)",
+			return &p, fmt.Errorf("pod %s/%s: waited %v for it to %s (phase %q, node %q, conditions %v, last error %v)",
 				ns, name, podStartTimeout, what, p.Status.Phase, p.Spec.NodeName, p.Status.Conditions, err)
 		case <-time.After(50 * time.Millisecond):
 		}
