@@ -50,13 +50,13 @@ var _ = Describe("ExtensionHookActive", Ordered, func() {
 
 	It("writes nothing when an unchanged config is reconciled again", func() {
 		quiesce()
-		n0, paths0 := writes.snapshot()
+		n0, paths0 := ownWrites.snapshot()
 		for range 3 {
-			_, err := recs.Config.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "igw"}})
+			_, err := recs.Config.Reconcile(reconcileCtx(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "igw"}})
 			Expect(err).NotTo(HaveOccurred())
 		}
-		n1, _ := writes.snapshot()
-		Expect(n1-n0).To(BeZero(), "writes during reconciles of an unchanged config:\n"+writes.since(paths0))
+		n1, _ := ownWrites.snapshot()
+		Expect(n1-n0).To(BeZero(), "writes during reconciles of an unchanged config:\n"+ownWrites.since(paths0))
 	})
 
 	It("waits again after a change of the children, and stays True with Envoy Gateway calling", func() {
