@@ -231,9 +231,10 @@ func (p Policy) TokensTooFarApart(v *datastore.View, uncached int, m latency.Mod
 // adapters (des, multi-lora; the oracle holds the SLO up to 16.7 req/s)
 // collapsed at twice that rate (33.3 req/s: goodput under 0.6 req/s, where
 // least-request keeps 20.2). Judged so, with the slot wait in the soonest
-// start (Decide), its goodput is 16.5, 23.0, 22.4 and 18.3 req/s at 16.7,
-// 25, 33.3 and 66.7 req/s (600 s, seeds 1-3; least-request 8.9, 14.9, 20.2
-// and 0.03). Its capacity under SLO, which counts a shed request as a
+// start (Decide), and with each request's prefill in the bound between
+// tokens, its goodput is 16.5, 23.3, 26.5 and 30.6 req/s at 16.7, 25, 33.3
+// and 66.7 req/s (600 s, seeds 1-3; least-request 8.9, 14.9, 20.2 and
+// 0.03). Its capacity under SLO, which counts a shed request as a
 // failure, is 0.56 of its rate (the oracle's: 0.66; 0.75 unjudged).
 func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	switch {
