@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"slices"
 	"time"
 
@@ -108,36 +110,78 @@ func RunSimulators(t TB, c client.Client, ns string, selector map[string]string,
 	})
 	go func() {
 		defer close(done)
+		// failingSince is when starting a Pod's simulator first failed: its
+		// address may still be held a moment (by the simulator of a Pod that
+		// had the IP before, or by another process that took the port), so
+		// a start is retried for launchRetry before the test fails.
+		failingSince := map[types.UID]time.Time{}
 		for ; ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
 			var pods corev1.PodList
 			if c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(selector)) != nil {
 				continue
 			}
-			live := map[types.UID]bool{}
+			// Simulators of Pods gone or going stop first: kwok gives a
+			// deleted Pod's IP to the next one.
+			running := map[types.UID]bool{}
+			for i := range pods.Items {
+				if p := &pods.Items[i]; p.DeletionTimestamp == nil {
+					running[p.UID] = true
+				}
+			}
+			for uid, s := range sims {
+				if !running[uid] {
+					s.Stop()
+					delete(sims, uid)
+				}
+			}
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				live[p.UID] = true
-				if sims[p.UID] != nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+				if sims[p.UID] != nil || p.Status.PodIP == "" || !running[p.UID] {
 					continue
 				}
 				opts := optionsFor(p)
 				opts.Host, opts.Port = p.Status.PodIP, port
 				s, err := simproc.Launch(bin, opts)
 				if err != nil {
-					t.Errorf("starting the simulator of Pod %s on %s: %v", p.Name, p.Status.PodIP, err)
+					first, seen := failingSince[p.UID]
+					switch {
+					case !seen:
+						failingSince[p.UID] = time.Now()
+					case time.Since(first) > launchRetry:
+						t.Errorf("starting the simulator of Pod %s on %s (tried for %v): %v", p.Name, p.Status.PodIP, launchRetry, err)
+						failingSince[p.UID] = time.Now() // once a retry period, not every tick
+					}
 					continue
 				}
+				delete(failingSince, p.UID)
 				sims[p.UID] = s
 				if err := SetReadinessProbe(ctx, c, ns, p.Name, true); err != nil && ctx.Err() == nil {
 					t.Errorf("letting the readiness probe of Pod %s pass: %v", p.Name, err)
 				}
 			}
-			for uid, s := range sims {
-				if !live[uid] {
-					s.Stop()
-					delete(sims, uid)
-				}
-			}
 		}
 	}()
+}
+
+// launchRetry is how long RunSimulators retries starting a Pod's simulator.
+const launchRetry = 10 * time.Second
+
+// PodPort is a port for the servers a test runs on kwok's Pod IPs (a
+// route's target port, the same on every Pod). It lies below the system's
+// ephemeral range, where the port-0 listeners and outbound connections of
+// every other process on the machine take theirs: a port drawn from that
+// range and released, as a free-port helper's is, was taken by another
+// process's wildcard listener before the last Pod's simulator bound it. It
+// is free on every interface when drawn.
+func PodPort(t interface{ Fatalf(string, ...any) }) int {
+	const low, high = 20000, 32000 // Linux's ephemeral range starts at 32768
+	for range 100 {
+		port := low + rand.IntN(high-low)
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)); err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
+	t.Fatalf("no free port in [%d, %d) after 100 draws", low, high)
+	return 0
 }

@@ -28,7 +28,6 @@ import (
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/proc"
-	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/manager"
@@ -83,7 +82,7 @@ func TestOperatorOnRealControllersAndKwokNodes(t *testing.T) {
 	must(t, err)
 	must(t, k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: configName},
 		Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: "inference-gateway"}}}}))
-	simPort := servetest.FreePort(t)
+	simPort := testenv.PodPort(t)
 	must(t, k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: routeName},
 		Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: configName}, Models: []igwv1.ModelName{"llama"},
 			Selector:    igwv1.ModelServerSelector{MatchLabels: map[string]string{"app": modelApp}},

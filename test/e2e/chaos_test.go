@@ -70,7 +70,7 @@ var _ = Describe("A route's pickers and the control plane restarted under steady
 
 	BeforeAll(func() {
 		configOnGateway(chaosNS, chaosGateway, chaosConfig)
-		port := freePort()
+		port := testenv.PodPort(GinkgoT())
 		Expect(k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: chaosNS, Name: chaosRoute},
 			Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: chaosConfig},
 				Models:      []igwv1.ModelName{chaosModel},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -119,15 +118,6 @@ func completedBy(sims ...*simulator) map[string]int {
 		out[s.Pod] = s.completed()
 	}
 	return out
-}
-
-// freePort is a TCP port free on every address at the time of the call: the
-// target port every simulator of the suite listens on, each on its own IP.
-func freePort() int {
-	l, err := net.Listen("tcp", ":0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // process is one replica of a Deployment the operator rendered, run in

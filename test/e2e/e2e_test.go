@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
@@ -60,7 +61,7 @@ var _ = Describe("The operator's data path for two models, with the real pickers
 		configOnGateway(ns, gatewayName, configName)
 
 		// Every simulator listens on the pools' target port, each on its Pod's IP.
-		port := freePort()
+		port := testenv.PodPort(GinkgoT())
 		targetPorts := []igwv1.TargetPort{{Number: int32(port)}}
 		Expect(k8s.Create(ctx, &igwv1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
 			Spec: igwv1.ModelRouteSpec{ConfigRef: igwv1.ObjectName{Name: configName},

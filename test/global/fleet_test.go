@@ -134,7 +134,7 @@ func (m *member) setUp(t *testing.T, b binaries) {
 	must(t, err)
 	must(t, m.k8s.Create(ctx, &igwv1.InferenceGatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: memberNamespace, Name: configName},
 		Spec: igwv1.InferenceGatewayConfigSpec{Gateway: igwv1.GatewaySpec{Ref: &igwv1.GatewayRef{Name: gatewayName}}}}))
-	m.simPort = servetest.FreePort(t)
+	m.simPort = testenv.PodPort(t)
 	var models []igwv1.ModelName
 	for _, name := range servedModels {
 		models = append(models, igwv1.ModelName(name))
