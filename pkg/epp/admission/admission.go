@@ -302,11 +302,10 @@ func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, waited f
 	start := len(out)
 	least := math.MaxInt
 	for _, v := range cands {
-		if v.Stale || !p.Overloaded(v, predictedWait(v, promptTokens, m), waited, uncachedTokens(prefill, v, promptTokens), m) {
+		uncached := uncachedTokens(prefill, v, promptTokens)
+		if v.Stale || !p.Overloaded(v, predictedWait(v, promptTokens, m), waited, uncached, m) {
 			out = append(out, v)
-			if prefill != nil {
-				least = min(least, prefill.UncachedTokens(v))
-			}
+			least = min(least, uncached) // read only where prefill says what each holds
 		}
 	}
 	if prefill == nil || len(out) == start {
