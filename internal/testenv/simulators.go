@@ -8,8 +8,10 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/igw-dev/igw/internal/proc"
@@ -64,6 +66,18 @@ func IsPodReady(p *corev1.Pod) bool {
 	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 	})
+}
+
+// DeploymentAvailable is nil once the deployment controller reports every
+// replica of d, as it is now, updated and available; otherwise an error
+// that says how far the rollout is.
+func DeploymentAvailable(d *appsv1.Deployment) error {
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want {
+		return fmt.Errorf("deployment %s/%s: generation %d observed %d, %d of %d updated and %d available", d.Namespace, d.Name,
+			d.Generation, d.Status.ObservedGeneration, d.Status.UpdatedReplicas, want, d.Status.AvailableReplicas)
+	}
+	return nil
 }
 
 func waitForPod(ctx context.Context, c client.Client, ns, name, what string, ok func(*corev1.Pod) bool) (*corev1.Pod, error) {

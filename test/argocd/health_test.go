@@ -384,9 +384,10 @@ func eventuallyAvailable(t *testing.T, ctx context.Context, c client.Client, ns,
 	for {
 		var d appsv1.Deployment
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d)
-		if err == nil && d.Status.ObservedGeneration == d.Generation && d.Spec.Replicas != nil &&
-			d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas {
-			return
+		if err == nil {
+			if err = testenv.DeploymentAvailable(&d); err == nil {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Deployment %s/%s not available: %v %+v", ns, name, err, d.Status)

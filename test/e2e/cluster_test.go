@@ -31,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
 	"github.com/igw-dev/igw/internal/testenv"
@@ -163,12 +162,7 @@ func waitAvailable(ns, name string) {
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
 			return err
 		}
-		want := ptr.Deref(d.Spec.Replicas, 1)
-		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want {
-			return fmt.Errorf("Deployment %s/%s: generation %d observed %d, %d of %d updated and %d available", ns, name,
-				d.Generation, d.Status.ObservedGeneration, d.Status.UpdatedReplicas, want, d.Status.AvailableReplicas)
-		}
-		return nil
+		return testenv.DeploymentAvailable(&d)
 	}, eventually, poll).Should(Succeed())
 }
 
