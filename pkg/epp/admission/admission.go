@@ -201,16 +201,17 @@ func (p Policy) Overloaded(v *datastore.View, waitSeconds, waited float64, uncac
 
 // TokensTooFarApart reports whether, with requests of the picker's in flight
 // there, v's tokens would come more than MaxInterTokenSeconds apart once a
-// request with uncached prompt tokens joins (latency.Model.InterTokenWith:
-// its prefill is steps every stream there waits out). With nothing in
-// flight the time between tokens is the past batch's, and a new stream
-// there decodes alone. A stale endpoint's figures cannot say it: shedding
-// every request of a fleet whose telemetry lags would be an outage.
+// request with uncached prompt tokens joins (View.InterTokenWith: its
+// prefill is steps every stream there waits out, and its tokens fill the KV
+// cache every step reads). With nothing in flight the time between tokens
+// is the past batch's, and a new stream there decodes alone. A stale
+// endpoint's figures cannot say it: shedding every request of a fleet whose
+// telemetry lags would be an outage.
 func (p Policy) TokensTooFarApart(v *datastore.View, uncached int, m latency.Model) bool {
 	if v.Stale || p.MaxInterTokenSeconds <= 0 || v.InFlight == 0 || v.Speed.DecodeSamples == 0 {
 		return false
 	}
-	return m.InterTokenWith(v.Speed, uncached) > p.MaxInterTokenSeconds
+	return v.InterTokenWith(m, uncached) > p.MaxInterTokenSeconds
 }
 
 // WaitExceeded reports whether a new request would wait more than

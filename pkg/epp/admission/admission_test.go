@@ -71,18 +71,26 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	}
 }
 
+// streaming is an endpoint with eight streams whose tokens come interToken
+// seconds apart, under a policy that bounds the time between tokens at 60 ms
+// (and the wait far away).
+func streaming(interToken float64) (Policy, latency.Model, *datastore.View) {
+	p := DefaultPolicy
+	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 100, 0.06
+	v := view(0, interToken)
+	v.InFlight = 8
+	return p, latency.DefaultModel, v
+}
+
 // A request's own prefill is steps every stream of the endpoint waits out:
 // where tokens come just under the bound, a long prompt would push them
 // over it and is held off, while a short one still goes there.
 func TestOwnPrefillCountsAgainstTheInterTokenBound(t *testing.T) {
-	p, m := DefaultPolicy, latency.DefaultModel
-	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 100, 0.06
-	near := view(0, 0.055)
-	near.InFlight = 8
+	p, m, near := streaming(0.055)
 	// 20k tokens/s; streams live 100 tokens: 20,000 tokens more are a second
 	// of prefill, 10 ms on every token of a stream there.
 	near.Speed.PrefillTokensPerSecond, near.Speed.OutputTokens = 20000, 100
-	if got := m.InterTokenWith(near.Speed, 20000); math.Abs(got-0.065) > 1e-9 {
+	if got := m.InterTokenWith(near.Speed, 20000, 0, false); math.Abs(got-0.065) > 1e-9 {
 		t.Errorf("predicted time between tokens with a 20k-token prompt: %v s, want 0.065", got)
 	}
 	if d := p.Decide([]*datastore.View{near}, 0, 1000, 0, m, nil); d.Shed {
@@ -94,6 +102,31 @@ func TestOwnPrefillCountsAgainstTheInterTokenBound(t *testing.T) {
 	cached := uncached{near: 500}
 	if got := p.WithinBounds([]*datastore.View{near}, 20000, 0, m, cached, nil); len(got) != 1 {
 		t.Errorf("a 20,000-token prompt of which the endpoint would prefill 500: not within the bounds")
+	}
+}
+
+// Where the time between tokens grows with the KV cache's use, a request
+// that would fill much of the cache slows every stream there: on an endpoint
+// whose tokens come at 50 ms with half its 100,000-token cache used, 40 ms
+// more per whole cache, a 30,000-token prompt (the cache at about 0.8 with
+// it) would take them to 62 ms and is shed (bound 60 ms); a 5,000-token
+// one is not, nor is the long one where no line was learned.
+func TestKVUseCountsAgainstTheInterTokenBound(t *testing.T) {
+	p, m, fill := streaming(0.05)
+	fill.Metrics.KVCacheKnown, fill.Metrics.KVCacheUsage = true, 0.5
+	fill.Metrics.NumGPUBlocks, fill.Metrics.BlockSizeTokens = 6250, 16
+	// The prefill's own share kept out of the way: a fast endpoint, long streams.
+	fill.Speed.PrefillTokensPerSecond, fill.Speed.OutputTokens = 1e9, 100
+	fill.Speed.InterTokenKVUse, fill.Speed.InterTokenPerKVUse = 0.5, 0.04
+	if d := p.Decide([]*datastore.View{fill}, 0, 30000, 0, m, nil); !d.Shed {
+		t.Errorf("a 30,000-token prompt that would take the cache from 0.5 to 0.8: not shed")
+	}
+	if d := p.Decide([]*datastore.View{fill}, 0, 5000, 0, m, nil); d.Shed {
+		t.Errorf("a 5,000-token prompt (the cache to 0.55): shed: %+v", d)
+	}
+	fill.Speed.InterTokenPerKVUse = 0
+	if d := p.Decide([]*datastore.View{fill}, 0, 30000, 0, m, nil); d.Shed {
+		t.Errorf("no line of time between tokens against KV use learned: shed: %+v", d)
 	}
 }
 

@@ -214,12 +214,33 @@ func (v *View) RunningEstimate() int {
 // the sample raised by the prompt tokens sent since it, when the cache size is
 // known, so a burst does not pile onto the endpoint that looked emptiest.
 func (v *View) KVUtilization() (float64, bool) {
-	if !v.HasMetrics || !v.Metrics.KVCacheKnown {
+	return kvUtilization(v.Metrics, v.HasMetrics, v.PicksSinceSample, v.MeanPromptTokens, 0)
+}
+
+// KVUtilizationWith is KVUtilization with tokens more held in the cache
+// (a request joining), counted when the cache size is known.
+func (v *View) KVUtilizationWith(tokens float64) (float64, bool) {
+	return kvUtilization(v.Metrics, v.HasMetrics, v.PicksSinceSample, v.MeanPromptTokens, tokens)
+}
+
+// InterTokenWith predicts the time between tokens of the streams there once
+// a request with uncached prompt tokens joins (latency.Model.InterTokenWith),
+// with the KV cache holding its prompt, and its output as it grows: half a
+// stream's life on average.
+func (v *View) InterTokenWith(m latency.Model, uncached int) float64 {
+	kv, kvKnown := v.KVUtilizationWith(float64(uncached) + v.Speed.StreamLife()/2)
+	return m.InterTokenWith(v.Speed, uncached, kv, kvKnown)
+}
+
+// kvUtilization is the sampled KV-cache use m shows, raised by picks since
+// the sample of meanPrompt tokens each and by joining tokens more.
+func kvUtilization(m Metrics, has bool, picksSince int, meanPrompt, joining float64) (float64, bool) {
+	if !has || !m.KVCacheKnown {
 		return 0, false
 	}
-	u := v.Metrics.KVCacheUsage
-	if capacity := v.Metrics.NumGPUBlocks * v.Metrics.BlockSizeTokens; capacity > 0 && v.PicksSinceSample > 0 {
-		u += float64(v.PicksSinceSample) * v.MeanPromptTokens / float64(capacity)
+	u := m.KVCacheUsage
+	if capacity := m.NumGPUBlocks * m.BlockSizeTokens; capacity > 0 {
+		u += (float64(picksSince)*meanPrompt + joining) / float64(capacity)
 	}
 	return min(u, 1), true
 }

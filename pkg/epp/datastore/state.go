@@ -291,7 +291,8 @@ func (s *EndpointState) ObserveTokens(r *Request, n int, now time.Time) {
 	if r.done || r.firstTokenAt.IsZero() {
 		return
 	}
-	s.learner.ObserveTokens(r.lastTokenAt, n, now)
+	kv, kvKnown := kvUtilization(s.metrics, s.hasMetrics, s.picksSince, s.meanPrompt, 0)
+	s.learner.ObserveTokens(r.lastTokenAt, n, now, kv, kvKnown)
 	s.health.progressed(now)
 	r.lastTokenAt = now
 	r.tokens += n

@@ -137,28 +137,31 @@ func (m Model) DrainSeconds(q Queue, fallbackPrompt int) float64 {
 }
 
 // InterTokenWith predicts the mean time between tokens of the streams on an
-// endpoint at speed sp once a request with uncached prompt tokens joins it:
-// the learned mean, which holds the prefill steps of the requests sent there
-// so far, plus the new prompt's prefill, which every stream there waits out,
-// spread over a stream's life (the mean output tokens). A long prompt sent
-// to an endpoint whose tokens already come near the bound pushes every
-// stream there over it; a short one barely moves them.
-func (m Model) InterTokenWith(sp Speed, uncached int) float64 {
+// endpoint at speed sp once a request with uncached prompt tokens joins it,
+// its KV cache then at use kvWith (0..1) if kvKnown: the learned mean, moved
+// along the learned line of time between tokens against KV use
+// (Speed.InterTokenPerKVUse) from the use it was learned at to kvWith, plus
+// the new prompt's prefill, which every stream there waits out, spread over
+// a stream's life (the mean output tokens). A long prompt sent to an
+// endpoint whose tokens already come near the bound pushes every stream
+// there over it; a short one barely moves them. The mean never drops below
+// a decode step for a cache emptier than it was learned at.
+func (m Model) InterTokenWith(sp Speed, uncached int, kvWith float64, kvKnown bool) float64 {
+	t := sp.InterTokenSeconds
+	if kvKnown && sp.InterTokenPerKVUse > 0 {
+		t = max(t+sp.InterTokenPerKVUse*(kvWith-sp.InterTokenKVUse), min(t, sp.DecodeStepSeconds))
+	}
 	rate := sp.PrefillTokensPerSecond
 	if rate <= 0 || uncached <= 0 {
-		return sp.InterTokenSeconds
+		return t
 	}
-	life := DefaultOutputTokens
-	if sp.OutputTokens > 0 {
-		life = math.Max(sp.OutputTokens, 1)
-	}
-	added := float64(uncached) / rate / life
+	added := float64(uncached) / rate / sp.StreamLife()
 	if m.ChunkTokens > 0 {
 		// A stream whose whole life falls in the prefill waits out one step
 		// of a full chunk per token, no more.
 		added = math.Min(added, float64(m.ChunkTokens)/rate)
 	}
-	return sp.InterTokenSeconds + added
+	return t + added
 }
 
 // DefaultOutputTokens stands for a stream's life, in tokens, before any

@@ -125,12 +125,40 @@ func TestInterTokenWithTheRequestsPrefill(t *testing.T) {
 		{4000, 0.03 + 0.2/200},        // 0.2 s of prefill over 200 tokens
 		{1000000, 0.03 + 2048/20000.}, // 50 s of prefill: a full chunk's step on every token
 	} {
-		if got := m.InterTokenWith(sp, tc.uncached); math.Abs(got-tc.want) > 1e-9 {
+		if got := m.InterTokenWith(sp, tc.uncached, 0, false); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%d uncached tokens: %v s between tokens, want %v", tc.uncached, got, tc.want)
 		}
 	}
 	sp.OutputTokens = 0 // none completed: the default life
-	if got, want := m.InterTokenWith(sp, 4000), 0.03+0.2/latency.DefaultOutputTokens; math.Abs(got-want) > 1e-9 {
+	if got, want := m.InterTokenWith(sp, 4000, 0, false), 0.03+0.2/latency.DefaultOutputTokens; math.Abs(got-want) > 1e-9 {
 		t.Errorf("no completion yet: %v s, want %v", got, want)
+	}
+}
+
+// A decode step reads the context of every stream in the batch, so the time
+// between tokens follows the KV cache's use: the prediction moves the
+// learned mean along the learned line to the use the request would leave,
+// and never below a decode step for an emptier cache.
+func TestInterTokenFollowsKVUse(t *testing.T) {
+	m := latency.Model{ChunkTokens: 2048}
+	sp := latency.Speed{InterTokenSeconds: 0.03, DecodeStepSeconds: 0.02, InterTokenKVUse: 0.5, InterTokenPerKVUse: 0.04}
+	for _, tc := range []struct {
+		kv    float64
+		known bool
+		want  float64
+	}{
+		{0.5, true, 0.03},
+		{0.75, true, 0.04}, // a quarter of the cache more: 10 ms a token more
+		{0.25, true, 0.02}, // emptier: 10 ms less
+		{0, true, 0.02},    // no faster than a decode step
+		{0.9, false, 0.03}, // use unknown: the mean as learned
+	} {
+		if got := m.InterTokenWith(sp, 0, tc.kv, tc.known); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("KV use %v (known %v): %v s between tokens, want %v", tc.kv, tc.known, got, tc.want)
+		}
+	}
+	sp.InterTokenPerKVUse = 0 // no line learned
+	if got := m.InterTokenWith(sp, 0, 0.9, true); got != 0.03 {
+		t.Errorf("no line learned: %v s between tokens, want the mean 0.03", got)
 	}
 }

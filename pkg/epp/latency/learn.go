@@ -60,6 +60,15 @@ const (
 	// showed then, and no traffic ever came to correct it.
 	relaxGrace   = 5 * time.Second
 	relaxSeconds = 15.0
+	// The time between tokens is regressed on the KV-cache use it was
+	// observed at over about 1/kvTrendAlpha steps (seconds to tens of
+	// seconds: the cache fills and empties slower than a stream lives), and
+	// the slope is trusted once kvTrendMinSamples steps spread over at least
+	// kvTrendMinSpread of the cache (standard deviation) back it: over a
+	// narrower spread, the steps' noise (prefill chunks) is all it measures.
+	kvTrendAlpha      = 0.002
+	kvTrendMinSamples = 200
+	kvTrendMinSpread  = 0.05
 )
 
 // Learner learns one endpoint's Speed online from the timings of the
@@ -82,6 +91,39 @@ type Learner struct {
 	relaxedAt time.Time
 	// chunkTokens is the chunked-prefill budget of the latest first token.
 	chunkTokens int
+	// kvTrend regresses the time between tokens on the KV-cache use.
+	kvTrend kvTrend
+}
+
+// kvTrend is a least-squares line through (KV-cache use, time between
+// tokens) pairs, kept as exponential means of the sums it needs.
+type kvTrend struct {
+	samples          int
+	u, gap, uu, ugap float64
+}
+
+func (t *kvTrend) add(u, gap float64) {
+	a := max(kvTrendAlpha, 1/float64(t.samples+1))
+	t.samples++
+	t.u += a * (u - t.u)
+	t.gap += a * (gap - t.gap)
+	t.uu += a * (u*u - t.uu)
+	t.ugap += a * (u*gap - t.ugap)
+}
+
+// slope is the seconds the time between tokens grows per whole cache of
+// use, or 0 while the line is not backed by enough steps over enough of the
+// cache. It is never negative: a fuller cache never speeds a step up, and
+// a falling line is load moving elsewhere, not the cache.
+func (t kvTrend) slope() float64 {
+	if t.samples < kvTrendMinSamples {
+		return 0
+	}
+	spread := t.uu - t.u*t.u
+	if spread < kvTrendMinSpread*kvTrendMinSpread {
+		return 0
+	}
+	return max(0, (t.ugap-t.u*t.gap)/spread)
 }
 
 // NewLearner returns a learner that knows nothing yet: its speed is priors.
@@ -244,10 +286,10 @@ func (l *Learner) learnPrefill(ft FirstToken, previous time.Time) {
 
 // ObserveTokens learns the decode step from n more output tokens of a
 // request arriving together at now, the previous one having come at
-// previous.
-func (l *Learner) ObserveTokens(previous time.Time, n int, now time.Time) {
+// previous, with the endpoint's KV cache at use kv (0..1) if kvKnown.
+func (l *Learner) ObserveTokens(previous time.Time, n int, now time.Time, kv float64, kvKnown bool) {
 	if gap := now.Sub(previous).Seconds() / float64(n); gap > 0 {
-		l.observeStep(gap, now)
+		l.observeStep(gap, now, kv, kvKnown)
 	}
 }
 
@@ -255,7 +297,7 @@ func (l *Learner) ObserveTokens(previous time.Time, n int, now time.Time) {
 // sequence of a batch reports the same engine step, so a step counts once;
 // otherwise the latest step — often one that also computed a prompt chunk and
 // took several times longer — would stand for the endpoint's speed.
-func (l *Learner) observeStep(gap float64, now time.Time) {
+func (l *Learner) observeStep(gap float64, now time.Time, kv float64, kvKnown bool) {
 	if l.speed.DecodeSamples > 0 && now.Sub(l.lastStepAt).Seconds() < sameStepFraction*l.speed.DecodeStepSeconds {
 		return
 	}
@@ -270,6 +312,9 @@ func (l *Learner) observeStep(gap float64, now time.Time) {
 		// endpoint really is slower.
 		gap = math.Min(gap, maxGapSlowdown*l.priors.DecodeStepSeconds)
 		sp.DecodeStepSeconds, sp.InterTokenSeconds = gap, gap
+		if kvKnown {
+			sp.InterTokenKVUse = kv
+		}
 	} else {
 		// A streaming median: the typical step, which the occasional long
 		// prefill step does not stretch.
@@ -281,7 +326,13 @@ func (l *Learner) observeStep(gap float64, now time.Time) {
 		}
 		// One gap moves the mean by a bounded amount: a pod that paused (hung,
 		// restarted) must not look slow for long after.
-		sp.InterTokenSeconds += l.interTokenAlpha() * (math.Min(gap, l.maxGap()) - sp.InterTokenSeconds)
+		counted, alpha := math.Min(gap, l.maxGap()), l.interTokenAlpha()
+		sp.InterTokenSeconds += alpha * (counted - sp.InterTokenSeconds)
+		if kvKnown {
+			sp.InterTokenKVUse += alpha * (kv - sp.InterTokenKVUse)
+			l.kvTrend.add(kv, counted)
+			sp.InterTokenPerKVUse = l.kvTrend.slope()
+		}
 	}
 	sp.DecodeSamples++
 }
@@ -329,7 +380,7 @@ type Completion struct {
 func (l *Learner) ObserveCompletion(c Completion) {
 	if !c.FirstTokenAt.IsZero() && c.OutputTokens > c.TokensSeen && c.TokensSeen <= 1 {
 		if d := c.At.Sub(c.FirstTokenAt).Seconds(); d > 0 {
-			l.observeStep(d/float64(c.OutputTokens-1), c.At)
+			l.observeStep(d/float64(c.OutputTokens-1), c.At, 0, false)
 		}
 	}
 	if d := c.At.Sub(c.PickedAt).Seconds(); c.OutputTokens > 0 && d > 0 {

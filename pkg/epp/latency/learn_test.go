@@ -318,3 +318,40 @@ func TestOutputTokensStartFromThePrior(t *testing.T) {
 		t.Errorf("after 200 answers of 300 tokens: %v output tokens, want 300", got)
 	}
 }
+
+// The line of time between tokens against KV use is learned from the steps
+// the picker sees and the telemetry's use at each: steps 10 ms plus 40 ms
+// per whole cache, as the cache fills and empties, give a slope near 40 ms;
+// at one use it cannot be told from the steps' noise and stays unknown.
+func TestLearnsInterTokenAgainstKVUse(t *testing.T) {
+	const base, perUse = 0.010, 0.040
+	for _, tc := range []struct {
+		name  string
+		use   func(k int) float64
+		slope float64
+	}{
+		{"filling and emptying", func(k int) float64 { return 0.1 + 0.8*math.Abs(math.Sin(float64(k)/300)) }, perUse},
+		{"at one use", func(int) float64 { return 0.6 }, 0},
+	} {
+		st := endpoint(t)
+		seqs := decoding(st, 4)
+		now := 0.001
+		for k := 1; k <= 3000; k++ {
+			u := tc.use(k)
+			st.UpdateMetrics(datastore.Metrics{KVCacheKnown: true, KVCacheUsage: u, SampledAt: at(now)}, at(now))
+			gap := base + perUse*u
+			if k%5 == 0 {
+				gap *= 2 // a step that also prefills a chunk
+			}
+			now += gap
+			for _, r := range seqs {
+				st.ObserveTokens(r, 1, at(now))
+			}
+		}
+		sp := st.Speed()
+		// Every fifth step doubled: the mean step's line is 1.2 times the bare step's.
+		if want := 1.2 * tc.slope; math.Abs(sp.InterTokenPerKVUse-want) > 0.15*want+1e-9 {
+			t.Errorf("%s: learned %.4f s per whole cache, want %.4f", tc.name, sp.InterTokenPerKVUse, want)
+		}
+	}
+}

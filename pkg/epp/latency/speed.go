@@ -1,5 +1,7 @@
 package latency
 
+import "math"
+
 // Speed is what the picker has learned about how fast an endpoint works.
 type Speed struct {
 	// PrefillTokensPerSecond is the rate at which the endpoint works through
@@ -12,6 +14,13 @@ type Speed struct {
 	// InterTokenSeconds is the mean time between two tokens, prompt chunks
 	// sharing the steps included: what a new stream's time per token would be.
 	InterTokenSeconds float64
+	// InterTokenKVUse is the mean KV-cache use (0..1) over the steps behind
+	// InterTokenSeconds; InterTokenPerKVUse how much the time between tokens
+	// grows with it, in seconds per whole cache (0: not known). A decode step
+	// reads every running sequence's context, so a fuller cache means slower
+	// tokens for every stream there.
+	InterTokenKVUse    float64
+	InterTokenPerKVUse float64
 	// AdapterLoadSeconds is the first-token delay beyond the predicted prefill
 	// of requests whose LoRA adapter was not running there: the expected cost of
 	// loading an adapter (resident idle adapters make it lower than a load).
@@ -27,6 +36,15 @@ type Speed struct {
 	DecodeSamples      int
 	AdapterLoadSamples int
 	RequestSamples     int
+}
+
+// StreamLife is the mean output tokens of the requests completed there, or
+// DefaultOutputTokens before any did.
+func (s Speed) StreamLife() float64 {
+	if s.OutputTokens > 0 {
+		return math.Max(s.OutputTokens, 1)
+	}
+	return DefaultOutputTokens
 }
 
 // MeasuredSamples is the first tokens after which the prefill rate is the

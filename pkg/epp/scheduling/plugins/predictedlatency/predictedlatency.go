@@ -66,8 +66,8 @@ var New = scheduling.WithParameters(Type, Parameters{AdapterLoadSeconds: 0.05, A
 
 // Predict is the scorer's cost for v in seconds.
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
-	kv, _ := v.KVUtilization()
 	uncached := c.UncachedTokens(v)
+	kv, _ := v.KVUtilizationWith(float64(uncached))
 	t := c.Latency.TTFT(v.Queue(), uncached, c.PromptTokens, kv)
 	if s.work > 0 {
 		t += s.work * c.Latency.PrefillSeconds(v.Speed, float64(uncached))

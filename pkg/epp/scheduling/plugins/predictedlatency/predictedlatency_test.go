@@ -166,3 +166,22 @@ func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
 		t.Fatalf("learned 0.5 s load not used: predicted %.3f s", got)
 	}
 }
+
+// KV pressure is judged with the request's prompt in the cache: a prompt of
+// a fifth of the cache fits under the pressure threshold beside 60% use, not
+// beside 85%, where it would leave the cache nearly full and the server
+// queueing or preempting for memory. Without the prompt both endpoints sit
+// under the threshold and look alike.
+func TestKVPressureCountsTheRequestsPrompt(t *testing.T) {
+	roomy, nearlyFull := view(0, 10000, 0.01, 0), view(1, 10000, 0.01, 0)
+	roomy.Metrics = plugintest.KVSample(0.6)
+	nearlyFull.Metrics = plugintest.KVSample(0.85)
+	long := &scheduling.Request{Model: "m", PromptTokens: 320} // a fifth of 100 blocks of 16 tokens
+	if s := score(t, long, roomy, nearlyFull); s[0] != 1 || !(s[1] < 0.5) {
+		t.Errorf("a prompt of a fifth of the cache: scores %v, want 1 beside 60%% use and under 0.5 beside 85%%", s)
+	}
+	short := &scheduling.Request{Model: "m", PromptTokens: 16}
+	if s := score(t, short, roomy, nearlyFull); math.Abs(s[0]-s[1]) > 1e-9 {
+		t.Errorf("a one-block prompt, under the threshold on both: scores %v, want them equal", s)
+	}
+}
