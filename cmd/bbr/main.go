@@ -3,20 +3,11 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/igw-dev/igw/internal/command"
 	"github.com/igw-dev/igw/internal/logging"
 	"github.com/igw-dev/igw/pkg/bbr"
 )
 
 func main() {
-	o := bbr.NewOptions()
-	command.Main(command.Command{
-		Name:  "bbr",
-		Flags: o.AddFlags,
-		Check: func() error { o.Complete(); return o.Validate() },
-		Logs:  logging.RouteGRPC,
-		Build: func(log *slog.Logger) (command.Process, error) { return bbr.NewRunner(o, log) },
-	})
+	command.Main(command.Serving("bbr", bbr.NewOptions(), logging.RouteGRPC, bbr.NewRunner))
 }

@@ -13,18 +13,12 @@ import (
 )
 
 func main() {
-	o := options.New()
-	command.Main(command.Command{
-		Name:  "epp",
-		Flags: o.AddFlags,
-		Check: func() error { o.Complete(); return o.Validate() },
-		// The pool source and the leader election are client-go and
-		// controller-runtime: their logs join the picker's JSON log, as do
-		// gRPC's.
-		Logs: func(log *slog.Logger) {
-			logging.RouteGRPC(log)
-			kubelog.RouteSlog(log)
-		},
-		Build: func(log *slog.Logger) (command.Process, error) { return runner.New(o, log) },
-	})
+	command.Main(command.Serving("epp", options.New(), routeLogs, runner.New))
+}
+
+// routeLogs puts gRPC's logs into the picker's JSON log, and client-go's and
+// controller-runtime's, which the pool source and the leader election use.
+func routeLogs(log *slog.Logger) {
+	logging.RouteGRPC(log)
+	kubelog.RouteSlog(log)
 }

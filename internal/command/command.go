@@ -30,6 +30,10 @@ type Command struct {
 	// Name names the flag set and prefixes the messages about the command
 	// line ("bbr: ...").
 	Name string
+	// Options, when set, are the command's options: their flags are on the
+	// command line and Check is their Complete and Validate. Flags and Check
+	// are for options of another shape.
+	Options Options
 	// Flags registers the options on the command line.
 	Flags func(*pflag.FlagSet)
 	// Check completes and validates the parsed options.
@@ -44,13 +48,26 @@ type Command struct {
 	Listening func(stdout io.Writer)
 }
 
+// Serving is the command of a process built from its options alone: name's
+// options o, the library logs routed by logs (nil: none), the process built
+// by build from the checked o.
+func Serving[O Options, P Process](name string, o O, logs func(*slog.Logger), build func(O, *slog.Logger) (P, error)) Command {
+	return Command{Name: name, Options: o, Logs: logs, Build: func(log *slog.Logger) (Process, error) { return build(o, log) }}
+}
+
 // Run runs the command line args (without the program name) until ctx ends
 // and returns the exit code: 2 for bad flags, 1 when the process cannot
 // start or fails, 0 after --help or --version (which every command has). The log is JSON on stderr.
 func Run(ctx context.Context, c Command, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(c.Name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.Flags(fs)
+	check := c.Check
+	if c.Options != nil {
+		c.Options.AddFlags(fs)
+		check = func() error { return Check(c.Options) }
+	} else {
+		c.Flags(fs)
+	}
 	printVersion := fs.Bool("version", false, version.FlagUsage)
 	if err := Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -62,7 +79,7 @@ func Run(ctx context.Context, c Command, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stdout, version.String(c.Name))
 		return 0
 	}
-	if err := c.Check(); err != nil {
+	if err := check(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
 		return 2
 	}
@@ -116,6 +133,11 @@ func ParseOptions(name string, o Options, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	return Check(o)
+}
+
+// Check completes and validates o, as after its flags are parsed.
+func Check(o Options) error {
 	o.Complete()
 	return o.Validate()
 }

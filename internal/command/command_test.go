@@ -58,3 +58,30 @@ func TestRunExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// portOptions are options with one --port flag that must be positive.
+type portOptions struct{ port int }
+
+func (o *portOptions) AddFlags(fs *pflag.FlagSet) { fs.IntVar(&o.port, "port", 1, "the port") }
+func (o *portOptions) Complete()                  {}
+func (o *portOptions) Validate() error {
+	if o.port < 1 {
+		return errors.New("--port must be positive")
+	}
+	return nil
+}
+
+func TestServingBuildsFromCheckedOptions(t *testing.T) {
+	var built int
+	c := Serving("demo", &portOptions{}, nil, func(o *portOptions, _ *slog.Logger) (process, error) {
+		built = o.port
+		return process{new(bool)}, nil
+	})
+	var out, errs bytes.Buffer
+	if code := Run(context.Background(), c, []string{"--port=7"}, &out, &errs); code != 0 || built != 7 {
+		t.Errorf("exit %d, built with port %d, stderr %q; want exit 0, port 7", code, built, errs.String())
+	}
+	if code := Run(context.Background(), c, []string{"--port=0"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "demo: --port must be positive") {
+		t.Errorf("exit %d, stderr %q; want exit 2 and the check's error", code, errs.String())
+	}
+}

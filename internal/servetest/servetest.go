@@ -25,8 +25,7 @@ import (
 // a failed build fail t.
 func Build[O command.Options, S any](t testing.TB, o O, build func(O, *slog.Logger) (S, error)) S {
 	t.Helper()
-	o.Complete()
-	if err := o.Validate(); err != nil {
+	if err := command.Check(o); err != nil {
 		t.Fatal(err)
 	}
 	s, err := build(o, slog.New(slog.DiscardHandler))

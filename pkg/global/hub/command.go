@@ -19,10 +19,9 @@ func Main(ctx context.Context, name string, args []string, stdout, stderr io.Wri
 	o := NewOptions()
 	var h *Hub
 	return command.Run(ctx, command.Command{
-		Name:  name,
-		Flags: o.AddFlags,
-		Check: func() error { o.Complete(); return o.Validate() },
-		Logs:  logging.RouteGRPC,
+		Name:    name,
+		Options: o,
+		Logs:    logging.RouteGRPC,
 		Build: func(*slog.Logger) (command.Process, error) {
 			var err error
 			h, err = New(o, slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.Level()})))
