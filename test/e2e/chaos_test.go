@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	igwv1 "github.com/igw-dev/igw/api/v1alpha1"
+	"github.com/igw-dev/igw/internal/loadloop"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/internal/testenv/chatload"
 	"github.com/igw-dev/igw/internal/testenv/fixtures"
@@ -361,9 +362,8 @@ type chaosTally struct {
 // after another, three of four streamed; outcomes are tallied by the phase
 // in which the request began.
 type chaosLoad struct {
-	gate sync.RWMutex // workers hold it for reading over a request; pause takes it
-	done chan struct{}
-	wg   sync.WaitGroup
+	gate    sync.RWMutex // workers hold it for reading over a request; pause takes it
+	workers *loadloop.Loop
 
 	mu      sync.Mutex
 	phase   int
@@ -374,27 +374,17 @@ type chaosLoad struct {
 
 func startChaosLoad(c openai.Client, model string, workers int) *chaosLoad {
 	// The first phase begins with the load: every request is counted.
-	l := &chaosLoad{done: make(chan struct{}), entered: make([]time.Time, len(chaosPhases)),
-		tally: make([]chaosTally, len(chaosPhases))}
+	l := &chaosLoad{entered: make([]time.Time, len(chaosPhases)), tally: make([]chaosTally, len(chaosPhases))}
 	l.entered[0] = time.Now()
-	for w := range workers {
-		l.wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-l.done:
-					return
-				default:
-				}
-				l.gate.RLock()
-				l.mu.Lock()
-				ph := l.phase
-				l.mu.Unlock()
-				o := chaosRequest(c, model, w, i)
-				l.gate.RUnlock()
-				l.record(ph, o)
-			}
-		})
-	}
+	l.workers = loadloop.Start(workers, func(w, i int) {
+		l.gate.RLock()
+		l.mu.Lock()
+		ph := l.phase
+		l.mu.Unlock()
+		o := chaosRequest(c, model, w, i)
+		l.gate.RUnlock()
+		l.record(ph, o)
+	})
 	return l
 }
 
@@ -412,8 +402,7 @@ func (l *chaosLoad) resume() { l.gate.Unlock() }
 
 // stop ends the load and waits for the requests in flight.
 func (l *chaosLoad) stop() {
-	close(l.done)
-	l.wg.Wait()
+	l.workers.Stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopped = time.Now()

@@ -25,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/igw-dev/igw/internal/loadloop"
 	"github.com/igw-dev/igw/internal/logging/kubelog"
 	"github.com/igw-dev/igw/internal/testenv"
 	"github.com/igw-dev/igw/pkg/bench"
@@ -52,35 +53,24 @@ type load struct {
 
 	mu      sync.Mutex
 	results []result
-	wg      sync.WaitGroup
-	stop    chan struct{}
+	workers *loadloop.Loop
 }
 
 func startLoad(base, model string, workers int) *load {
 	l := &load{client: openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("unused"),
 		// The client's own retries would hide the hub's failures.
-		option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second)), model: model, stop: make(chan struct{})}
-	for w := range workers {
-		l.wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				r := l.one(fmt.Sprintf("worker %d request %d: tell me about the weather", w, i), i%2 == 0)
-				l.mu.Lock()
-				l.results = append(l.results, r)
-				l.mu.Unlock()
-			}
-		})
-	}
+		option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second)), model: model}
+	l.workers = loadloop.Start(workers, func(w, i int) {
+		r := l.one(fmt.Sprintf("worker %d request %d: tell me about the weather", w, i), i%2 == 0)
+		l.mu.Lock()
+		l.results = append(l.results, r)
+		l.mu.Unlock()
+	})
 	return l
 }
 
 func (l *load) finish() []result {
-	close(l.stop)
-	l.wg.Wait()
+	l.workers.Stop()
 	return l.snapshot()
 }
 
