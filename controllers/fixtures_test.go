@@ -5,7 +5,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +27,12 @@ const (
 func ptr[T any](v T) *T { return &v }
 
 func namespace(name string) { Expect(fixtures.Namespace(ctx, k8s, name)).To(Succeed()) }
+
+// heldNamespace creates a namespace whose Pods start with their readiness
+// probes failing: the operator's Deployments there stay unavailable, their
+// Pods running but not Ready, until a spec lets their probes pass
+// (passReadinessProbes), as pickers that have not started yet.
+func heldNamespace(name string) { Expect(testenv.StartPodsUnready(ctx, k8s, name)).To(Succeed()) }
 
 // gateway creates a Gateway with one HTTP listener open to routes from every namespace.
 func gateway(ns, name string) *gwapiv1.Gateway {
@@ -89,12 +94,13 @@ func setPodsReady(ns string, names ...string) {
 	}
 }
 
-// setDeploymentAvailable plays the deployment controller: every replica updated and available.
-func setDeploymentAvailable(ns, name string) {
-	Expect(fixtures.SetDeploymentAvailable(ctx, k8s, ns, name)).To(Succeed())
+// passReadinessProbes lets the readiness probes of Deployment ns/name's
+// Pods pass, and returns once the deployment controller reports it rolled
+// out and available.
+func passReadinessProbes(ns, name string) {
+	GinkgoHelper()
+	Expect(testenv.PassReadinessProbes(ctx, k8s, ns, name)).To(Succeed())
 }
-
-func markAvailable(d *appsv1.Deployment) error { return fixtures.MarkAvailable(ctx, k8s, d) }
 
 func getRoute(ns, name string) *igwv1.ModelRoute {
 	var mr igwv1.ModelRoute

@@ -97,7 +97,7 @@ var _ = Describe("A GlobalInferenceGateway over three members", Ordered, func() 
 	tokens := map[string]string{"use1": "tok-use1-d9f1c2", "usw2": "tok-usw2-7a3b55", "euw1": "tok-euw1-0c4e88"}
 
 	BeforeAll(func() {
-		namespace(hubNS)
+		heldNamespace(hubNS) // the global picker starts unready
 		gateway(hubNS, "inference-gateway")
 		config(hubNS, "hub", nil)
 		// The members' Secrets, but euw1's: its absence must show in the status.
@@ -192,7 +192,7 @@ var _ = Describe("A GlobalInferenceGateway over three members", Ordered, func() 
 			{Name: "usw2", Region: "us-west-2", Reachable: true, SummaryValid: true, InRotation: true, SummaryAgeSeconds: 0.2, RTTSeconds: 0.061},
 			{Name: "euw1", Region: "eu-west-1", Reason: "2 failed probes in a row", LastError: "dial tcp 10.3.0.10:18080: connect: connection refused"},
 		}})
-		setDeploymentAvailable(hubNS, render.NamesForGlobal(getGlobal(name)).Picker)
+		passReadinessProbes(hubNS, render.NamesForGlobal(getGlobal(name)).Picker)
 		Eventually(globalCondition(name, igwv1.ConditionReady), eventually, poll).Should(Equal("True/" + igwv1.ReasonReady))
 		st := getGlobal(name).Status
 		Expect(st.MembersInRotation).To(BeEquivalentTo(2))

@@ -37,8 +37,12 @@ func (c child) fetch() (client.Object, error) {
 	return obj, k8s.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, obj)
 }
 
+// deploymentRevision is the annotation the deployment controller numbers a
+// Deployment's rollouts with.
+const deploymentRevision = "deployment.kubernetes.io/revision"
+
 // goldenForm is a child as stored, minus what differs between runs: server
-// bookkeeping, UIDs (owner references say which owner by name), assigned
+// and controller bookkeeping, UIDs (owner references say which owner by name), assigned
 // cluster IPs and the digest annotation (it covers the owner's UID).
 func goldenForm(obj client.Object, gvk schema.GroupVersionKind) map[string]any {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -51,8 +55,15 @@ func goldenForm(obj client.Object, gvk schema.GroupVersionKind) map[string]any {
 	u.SetManagedFields(nil)
 	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(m, "status")
-	if ann := u.GetAnnotations(); ann[controllers.AnnotationAppliedHash] != "" {
-		ann[controllers.AnnotationAppliedHash] = "<digest>"
+	if ann := u.GetAnnotations(); len(ann) > 0 {
+		if ann[controllers.AnnotationAppliedHash] != "" {
+			ann[controllers.AnnotationAppliedHash] = "<digest>"
+		}
+		// The deployment controller's count of a Deployment's rollouts.
+		delete(ann, deploymentRevision)
+		if len(ann) == 0 {
+			ann = nil
+		}
 		u.SetAnnotations(ann)
 	}
 	refs := u.GetOwnerReferences()

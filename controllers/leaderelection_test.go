@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,19 @@ func leaseRules(r *rbacv1.Role) []string {
 	return out
 }
 
+// pickerPods are the names of the Pods of a route's picker, in order.
+func pickerPods(ns, name string) []string {
+	var d appsv1.Deployment
+	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.NamesForRoute(name).EPP}, &d)).To(Succeed())
+	pods, err := testenv.DeploymentPods(ctx, k8s, &d)
+	Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
 // setReplicas sets a route's picker replicas (nil: the default).
 func setReplicas(ns, name string, n *int32) {
 	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -77,16 +91,18 @@ func checkLeaderElection() {
 	canGrant(pickerRole(ns, "qwen"))
 
 	By("one available replica of two, the leader, is a working picker: Ready, not Degraded")
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// A standby's readiness probe fails by design: the deployment controller
+	// then counts one replica of two available.
+	pods := pickerPods(ns, "qwen")
+	Expect(pods).To(HaveLen(2))
+	standby := pods[1]
+	Expect(testenv.SetReadinessProbe(ctx, k8s, ns, standby, false)).To(Succeed())
+	Expect(testenv.WaitForPodReady(ctx, k8s, ns, standby, false)).To(Succeed())
+	Eventually(func() string {
 		var d appsv1.Deployment
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: qwenLease}, &d); err != nil {
-			return err
-		}
-		// What the deployment controller reports with one leader and one standby.
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2,
-			ReadyReplicas: 1, AvailableReplicas: 1, UnavailableReplicas: 1}
-		return k8s.Status().Update(ctx, &d)
-	})).To(Succeed())
+		_ = k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: qwenLease}, &d)
+		return fmt.Sprintf("%d updated, %d ready, %d available", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas)
+	}, eventually, poll).Should(Equal("2 updated, 1 ready, 1 available"))
 	Eventually(func() string {
 		c := getRoute(ns, "qwen").Status.Conditions
 		return condition(c, igwv1.ConditionReady) + " " + condition(c, igwv1.ConditionDegraded)
@@ -103,7 +119,7 @@ func checkLeaderElection() {
 	setReplicas(ns, "llama", nil)
 	Eventually(func() []string { return pickerArgs(ns, "llama") }, eventually, poll).ShouldNot(ContainElement(HavePrefix("--leader-elect")))
 	Eventually(func() []string { return leaseRules(pickerRole(ns, "llama")) }, eventually, poll).Should(BeEmpty())
-	setDeploymentAvailable(ns, render.NamesForRoute("llama").EPP)
+	passReadinessProbes(ns, render.NamesForRoute("llama").EPP)
 	Eventually(routeCondition(ns, "llama", igwv1.ConditionDegraded), eventually, poll).Should(Equal("False/" + igwv1.ReasonAsExpected))
 }
 

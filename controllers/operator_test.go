@@ -102,7 +102,8 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 	var llama, qwen *igwv1.ModelRoute
 
 	BeforeAll(func() {
-		namespace(ns)
+		// The pickers and the router start unready: each spec lets them pass when its state needs them.
+		heldNamespace(ns)
 		gateway(ns, "inference-gateway")
 		config(ns, "igw", nil)
 		llama = route(ns, "llama", "igw", []igwv1.ModelName{"meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"}, nil)
@@ -184,7 +185,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("False/" + igwv1.ReasonEndpointPickerUnavailable))
 		Expect(getRoute(ns, "llama").Status.ReadyEndpoints).To(BeEquivalentTo(1))
 
-		setDeploymentAvailable(ns, "llama-epp")
+		passReadinessProbes(ns, "llama-epp")
 		Eventually(routeCondition(ns, "llama", igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
 		st := getRoute(ns, "llama").Status
 		Expect(st.Rollout).To(Equal(igwv1.RolloutAvailable))
@@ -211,7 +212,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		programGateway(ns, "inference-gateway")
 		Eventually(configCondition(ns, "igw", igwv1.ConditionGatewayProgrammed), eventually, poll).Should(Equal("True/" + igwv1.ReasonProgrammed))
 		Expect(configCondition(ns, "igw", igwv1.ConditionReady)()).To(Equal("False/" + igwv1.ReasonBBRUnavailable))
-		setDeploymentAvailable(ns, render.NamesForConfig("igw").BBR)
+		passReadinessProbes(ns, render.NamesForConfig("igw").BBR)
 		Eventually(configCondition(ns, "igw", igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
 		Eventually(func() []igwv1.ModelSummary { return getConfig(ns, "igw").Status.Models }, eventually, poll).Should(ContainElement(
 			igwv1.ModelSummary{Name: "llama-3.1-8b", ModelRoute: "llama", Ready: true}))
@@ -264,7 +265,7 @@ var _ = Describe("Two ModelRoutes behind one InferenceGatewayConfig", Ordered, f
 		Expect(spec.Spec.Scoring.Weights).To(Equal(igwv1.ScoringWeights{igwv1.ScorerPredictedLatency: 7}), "the operator never writes a spec")
 
 		setPodsReady(ns, "qwen-0", "qwen-1")
-		setDeploymentAvailable(ns, "qwen-epp")
+		passReadinessProbes(ns, "qwen-epp")
 		Eventually(routeCondition(ns, "qwen", igwv1.ConditionReady), eventually, poll).Should(Equal("True/Ready"))
 	})
 

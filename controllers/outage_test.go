@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -51,6 +52,8 @@ var _ = Describe("The operator through an API-server outage", Ordered, Serial, f
 
 		Expect(env.StopAPIServer()).To(Succeed())
 		down := time.Now()
+		watched := watches.notSince(down)
+		Expect(watched).To(ContainElements("/api/v1/services", "/apis/apps/v1/deployments"), "the operator's watches")
 		restarted := false
 		DeferCleanup(func() {
 			if !restarted {
@@ -74,7 +77,15 @@ var _ = Describe("The operator through an API-server outage", Ordered, Serial, f
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: team, Name: render.NamesForRoute("llama").EPP}, &d)
 			return err == nil && d.UID != picker.UID
 		}, afterOutage, poll).Should(BeTrue())
+		reconciling := time.Since(back)
+		// Each watch resumes after its own back-off, up to a minute after
+		// the return: a spec after this one that needs the operator's cache
+		// current (one counting the writes of a reconcile) must not run on a
+		// watch still backing off.
+		By("every watch of the operator is established again")
+		Eventually(func() []string { return watches.notSince(down) }, afterOutage, poll).Should(BeEmpty())
 		AddReportEntry("api-server outage", "down "+back.Sub(down).Round(time.Millisecond).String()+
-			", reconciling again within "+time.Since(back).Round(time.Millisecond).String()+" of its return")
+			", reconciling again within "+reconciling.Round(time.Millisecond).String()+" of its return, its "+
+			strconv.Itoa(len(watched))+" watches back within "+time.Since(back).Round(time.Millisecond).String())
 	})
 })

@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,31 +42,12 @@ func writesByResource(before, after map[string]int) map[string]int {
 	return out
 }
 
-// playDeploymentController marks every Deployment of namespace available
-// until stop closes, as the deployment controller and kubelets would.
-func playDeploymentController(namespace string, stop <-chan struct{}) {
-	defer GinkgoRecover()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		var ds appsv1.DeploymentList
-		if err := k8s.List(ctx, &ds, client.InNamespace(namespace)); err != nil {
-			continue
-		}
-		for i := range ds.Items {
-			if d := &ds.Items[i]; d.Status.ObservedGeneration != d.Generation {
-				_ = markAvailable(d)
-			}
-		}
-	}
-}
-
 var _ = Describe("At scale", Ordered, func() {
 	const scale = "scale"
 
+	// The namespace is not held (heldNamespace): each picker's Pod is Ready
+	// as soon as kwok runs it, so each route is Ready once the deployment and
+	// replicaset controllers have rolled its picker out.
 	It(fmt.Sprintf("brings %d ModelRoutes to Ready, and reports the time and the API writes it took", scaleRoutes), func() {
 		namespace(scale)
 		gateway(scale, "inference-gateway")
@@ -80,9 +60,6 @@ var _ = Describe("At scale", Ordered, func() {
 			pods = append(pods, name+"-0")
 		}
 		setPodsReady(scale, pods...)
-		stop := make(chan struct{})
-		defer close(stop)
-		go playDeploymentController(scale, stop)
 		quiesce()
 
 		n0, paths0 := writes.snapshot()

@@ -61,7 +61,8 @@ type writeCounter struct {
 }
 
 // countWrites counts the writes through rt in writes, and in ownWrites those
-// made for a test's own Reconcile call.
+// made for a test's own Reconcile call; it records the watches established
+// through it in watches.
 func countWrites(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
@@ -71,8 +72,45 @@ func countWrites(rt http.RoundTripper) http.RoundTripper {
 				ownWrites.add(req)
 			}
 		}
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		if w := req.URL.Query().Get("watch"); req.Method == http.MethodGet && (w == "true" || w == "1") && err == nil && resp.StatusCode == http.StatusOK {
+			watches.established(req.URL.Path)
+		}
+		return resp, err
 	})
+}
+
+// watchLog holds when the operator's last watch of each resource (its URL
+// path) was established.
+type watchLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// watches are the operator's.
+var watches = &watchLog{}
+
+func (w *watchLog) established(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last = map[string]time.Time{}
+	}
+	w.last[path] = time.Now()
+}
+
+// notSince lists the resources whose last watch was established before t.
+func (w *watchLog) notSince(t time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for path, at := range w.last {
+		if at.Before(t) {
+			out = append(out, path)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // ownReconcile marks the context of a test's own Reconcile calls
@@ -126,18 +164,17 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	// The real garbage collector deletes the children of deleted owners, and
-	// model server Pods run on a node kwok plays (kube-scheduler places them,
-	// kwok gives them IPs and their readiness). The deployment and replicaset
-	// controllers do not run: the specs step a route through each state of
-	// its rollout (pods not ready, picker unavailable, one picker of two
-	// available, then Ready) by writing the operator's Deployments' status at
-	// those moments (fixtures.SetDeploymentAvailable), which the deployment
-	// controller would overwrite; holding a Deployment the operator renders at
-	// a chosen state with the real controller would need placement in the
-	// rendered objects that the goldens check.
+	// The workload machinery is the real one: kube-controller-manager's
+	// deployment and replicaset controllers run the operator's Deployments'
+	// Pods, its garbage collector deletes the children of deleted owners,
+	// kube-scheduler places Pods and kwok plays the node (IPs, readiness).
+	// The specs step a route through the states of its rollout (picker
+	// unavailable, one picker of two available, then Ready) through the
+	// pickers' readiness probes: in the namespaces they create with
+	// heldNamespace, every Pod starts with its probe failing, and a spec lets
+	// a Deployment's probes pass (passReadinessProbes) or one fail again.
 	env, err = testenv.Start(testenv.Options{ExtraCRDDirs: testenv.ExternalCRDDirs,
-		Controllers: []string{"serviceaccount-controller", "node-lifecycle-controller", testenv.GarbageCollector},
+		Controllers: testenv.WorkloadControllers,
 		Nodes:       &testenv.Nodes{PodCIDR: "127.0.94.0/24"}})
 	Expect(err).NotTo(HaveOccurred())
 	scheme, err = manager.NewScheme()
