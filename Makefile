@@ -80,8 +80,9 @@ openai-js: ## Install the official OpenAI JavaScript client (npm openai 7.59.0) 
 ##@ Test
 
 .PHONY: test
-test: verify build control-plane egctl tokenizer-llama3 openai-js ## Everything CI runs: verify, build, unit and envtest suites, bounded fuzzing.
+test: verify build control-plane egctl tokenizer-llama3 openai-js ## Everything CI runs: verify, build, unit and envtest suites, every benchmark once, bounded fuzzing.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./...
 	hack/fuzz.sh $(FUZZTIME)
 
 ##@ Try it

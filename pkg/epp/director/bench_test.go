@@ -52,11 +52,15 @@ func BenchmarkSchedule(b *testing.B) {
 				d := newDirector(b, cfg.yaml, n, director.Options{Staleness: time.Hour})
 				now := t0
 				for i, k := range keys(d) {
-					d.UpdateMetrics(k, datastore.Metrics{Waiting: i % 7, Running: i % 13, KVCacheKnown: true,
+					d.UpdateMetrics(k, datastore.Metrics{Waiting: i % 3, Running: i % 13, KVCacheKnown: true,
 						KVCacheUsage: float64(i%10) / 10, BlockSizeTokens: 16, NumGPUBlocks: 28000, SampledAt: now}, now)
 				}
 				ctx := context.Background()
-				// Warm the prefix index and accounting like a running fleet.
+				// Warm the prefix index and accounting like a running fleet:
+				// 2,000 picks, of which one per endpoint stays in flight. The
+				// fleet is busy but within the overload bounds (every 32 KB
+				// prompt is some 8k tokens): deeper queues, or all 2,000 in
+				// flight, are an overload the picker sheds.
 				var open []*director.Result
 				for i := range 2000 {
 					res, err := d.Schedule(ctx, &scheduling.Request{Model: "m", Prompt: prompts[i%len(prompts)]}, false, now)
@@ -64,9 +68,13 @@ func BenchmarkSchedule(b *testing.B) {
 						b.Fatal(err)
 					}
 					open = append(open, res)
+					if len(open) > n {
+						finish(d, open[0], now)
+						open = open[1:]
+					}
 				}
 				for _, r := range open {
-					d.ObserveCompletion(r, 10, now)
+					finish(d, r, now)
 				}
 				rr := &roundRobin{store: d.Store()}
 				lat := make([]time.Duration, 0, b.N)
@@ -81,7 +89,7 @@ func BenchmarkSchedule(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					d.ObserveCompletion(res, 10, now)
+					finish(d, res, now)
 					start = time.Now()
 					_ = rr.pick()
 					base = append(base, time.Since(start))
@@ -95,4 +103,12 @@ func BenchmarkSchedule(b *testing.B) {
 			})
 		}
 	}
+}
+
+// finish ends a pick as a served request does: its first token, then its
+// completion. Ended without a first token, the pick would count as still
+// waiting there until the next telemetry sample.
+func finish(d *director.Director, r *director.Result, now time.Time) {
+	d.ObserveFirstToken(r, now)
+	d.ObserveCompletion(r, 10, now)
 }
