@@ -202,7 +202,7 @@ const PickRateWindow = 30 * time.Second
 
 // pickRateLocked is the pick rate decayed to now.
 func (s *EndpointState) pickRateLocked(now time.Time) float64 {
-	if !now.After(s.lastPickAt) {
+	if s.pickRate == 0 || !now.After(s.lastPickAt) {
 		return s.pickRate
 	}
 	return s.pickRate * math.Exp(-now.Sub(s.lastPickAt).Seconds()/PickRateWindow.Seconds())

@@ -286,6 +286,9 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 			v.AdapterSlotWaitSeconds = adapterSlotWaitSeconds(v, a)
 		}
 	}
+	// What the servers' KV events say each endpoint holds, before admission
+	// judges what the request would cost there.
+	p.Profile.ReadCache(c.Cycle, c.cands)
 	reason := ReasonScored
 	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
 	if dec.Shed {

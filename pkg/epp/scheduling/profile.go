@@ -16,9 +16,25 @@ type Profile struct {
 	Fallbacks int
 }
 
+// ReadCache runs the profile's cache readers (CacheReader) over cands, once
+// per cycle: the director calls it before admission judges the candidates,
+// Run for callers that did not.
+func (p *Profile) ReadCache(c *Cycle, cands []*datastore.View) {
+	if c.cacheRead {
+		return
+	}
+	c.cacheRead = true
+	for _, ws := range p.Scorers {
+		if r, ok := ws.Scorer.(CacheReader); ok {
+			r.ReadCache(c, cands)
+		}
+	}
+}
+
 // Run filters cands, scores and ranks the survivors. It returns the survivors
 // and the ranking (indices into them, destination first); both are owned by c.
 func (p *Profile) Run(c *Cycle, cands []*datastore.View) (survivors []*datastore.View, ranking []int) {
+	p.ReadCache(c, cands)
 	cands = p.Filter(c, cands)
 	c.cands = cands
 	if len(cands) == 0 {

@@ -162,3 +162,47 @@ func TestBreakdown(t *testing.T) {
 		t.Fatalf("out-of-range breakdown %+v, want only the candidate count", b)
 	}
 }
+
+// cacheStub knows that endpoint "a" holds 100 tokens, and counts its reads.
+type cacheStub struct {
+	fixedScorer
+	reads int
+}
+
+func (s *cacheStub) ReadCache(c *Cycle, cands []*datastore.View) {
+	s.reads++
+	for _, v := range cands {
+		if v.Key == "a" {
+			c.SetCachedTokens(v, 100)
+		}
+	}
+}
+
+// A cache reader runs once per cycle, before anything judges the
+// candidates: when the director asked for it (ReadCache), Run does not read
+// again; when it did not, Run does before filtering, so a scorer always
+// sees the exact figures.
+func TestReadCacheOncePerCycle(t *testing.T) {
+	reader := &cacheStub{fixedScorer: fixedScorer{byKey: map[string]float64{}}}
+	p := &Profile{Scorers: []WeightedScorer{{Scorer: reader, Weight: 1}}, Picker: &rankPicker{}}
+	views := []datastore.View{{ID: 0, Key: "a"}, {ID: 1, Key: "b"}}
+	cands := []*datastore.View{&views[0], &views[1]}
+	c := NewCycle(rand.New(rand.NewPCG(1, 1)))
+	c.Reset(&Request{Model: "m", PromptTokens: 400}, time.Unix(0, 0), PrefixSettings{})
+	p.ReadCache(c, cands)
+	if got := c.UncachedTokens(&views[0]); got != 300 || reader.reads != 1 {
+		t.Fatalf("after ReadCache: %d uncached tokens on a (want 300), %d reads", got, reader.reads)
+	}
+	p.Run(c, cands)
+	if reader.reads != 1 {
+		t.Fatalf("Run read the cache again in the same cycle (%d reads)", reader.reads)
+	}
+	c.Reset(&Request{Model: "m", PromptTokens: 400}, time.Unix(0, 0), PrefixSettings{})
+	if _, known := c.ExactCachedTokens(&views[0]); known {
+		t.Fatal("a new cycle kept the last one's exact figure")
+	}
+	p.Run(c, cands)
+	if cached, known := c.ExactCachedTokens(&views[0]); reader.reads != 2 || !known || cached != 100 {
+		t.Fatalf("Run without ReadCache: %d reads, a holds %d (known %v)", reader.reads, cached, known)
+	}
+}

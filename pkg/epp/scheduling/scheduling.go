@@ -73,6 +73,17 @@ type Picker interface {
 	Pick(c *Cycle, cands []*datastore.View, totals []float64, n int, dst []int) []int
 }
 
+// CacheReader is a plugin that knows exactly how much of the prompt some
+// endpoints hold (precise-prefix-cache, from the servers' KV events). It
+// records that in the cycle (SetCachedTokens) before the cycle's first
+// judgement (Profile.ReadCache), so that the overload bounds, the scorers
+// and the pick's accounting all price the prefill really left, and the
+// approximate prefix index is consulted only for endpoints it does not know.
+type CacheReader interface {
+	Plugin
+	ReadCache(c *Cycle, cands []*datastore.View)
+}
+
 // WeightedScorer is a scorer with the weight its scores are multiplied by.
 type WeightedScorer struct {
 	Scorer Scorer
@@ -115,6 +126,11 @@ type Cycle struct {
 	// cached holds, by endpoint ID, cached tokens known exactly (-1: not
 	// known; see SetCachedTokens).
 	cached []int32
+	// cacheRead: the profile's cache readers ran for this cycle.
+	cacheRead bool
+	// tokenized is the prompt's length as the server's tokenizer counts it,
+	// when a cache reader tokenized it (0: not known).
+	tokenized int
 
 	views   []datastore.View
 	cands   []*datastore.View
@@ -139,6 +155,7 @@ func (c *Cycle) Reset(req *Request, now time.Time, prefix PrefixSettings) {
 	c.prefixDone = false
 	c.longestHeld = 0
 	c.cached = c.cached[:0]
+	c.cacheRead, c.tokenized = false, 0
 	c.cands = c.cands[:0]
 	c.ranking = c.ranking[:0]
 }
@@ -208,11 +225,28 @@ func (c *Cycle) MatchedBlocks(v *datastore.View) int {
 // CachedTokens is the prompt tokens endpoint v is believed to hold already:
 // as set by SetCachedTokens, else from the approximate prefix index.
 func (c *Cycle) CachedTokens(v *datastore.View) int {
-	if id := int(v.ID); id >= 0 && id < len(c.cached) && c.cached[id] >= 0 {
-		return min(int(c.cached[id]), c.PromptTokens)
+	if cached, ok := c.ExactCachedTokens(v); ok {
+		return min(cached, c.PromptTokens)
 	}
 	return min(c.MatchedBlocks(v)*c.prefix.BlockTokens, c.PromptTokens)
 }
+
+// ExactCachedTokens is the prompt tokens v holds as SetCachedTokens
+// recorded it, and whether it did.
+func (c *Cycle) ExactCachedTokens(v *datastore.View) (int, bool) {
+	if id := int(v.ID); id >= 0 && id < len(c.cached) && c.cached[id] >= 0 {
+		return int(c.cached[id]), true
+	}
+	return 0, false
+}
+
+// SetTokenizedPromptTokens records the prompt's length as the server's
+// tokenizer counts it; TokenizedPromptTokens reads it (0: not known).
+func (c *Cycle) SetTokenizedPromptTokens(n int) { c.tokenized = n }
+
+// TokenizedPromptTokens is the prompt's length as a cache reader's tokenizer
+// counted it, 0 when none tokenized it.
+func (c *Cycle) TokenizedPromptTokens() int { return c.tokenized }
 
 // SetCachedTokens records, for the rest of the cycle, the prompt tokens v
 // holds as known exactly (the precise prefix-cache scorer, from the servers'

@@ -101,7 +101,10 @@ type Scorer struct {
 	scratch    sync.Pool
 }
 
-var _ scheduling.Scorer = (*Scorer)(nil)
+var (
+	_ scheduling.Scorer      = (*Scorer)(nil)
+	_ scheduling.CacheReader = (*Scorer)(nil)
+)
 
 // New is the registry factory.
 var New = scheduling.WithParameters(Type, Parameters{EventsPort: wire.KVEventsPort, BlockSize: kvevents.DefaultBlockSize,
@@ -238,25 +241,39 @@ func (s *Scorer) tokenizerFor(model string) kvevents.Tokenizer {
 	return s.tokenizers["*"]
 }
 
-// Score implements scheduling.Scorer.
-func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+// ReadCache implements scheduling.CacheReader: it sets the cycle's cached
+// tokens of every candidate whose event stream is exact, and the prompt's
+// token count, when the prompt can be tokenized.
+func (s *Scorer) ReadCache(c *scheduling.Cycle, cands []*datastore.View) {
 	hub := s.hub.Load()
+	if hub == nil {
+		return
+	}
 	sc, _ := s.scratch.Get().(*scratch)
 	if sc == nil {
 		sc = &scratch{}
 	}
 	defer s.scratch.Put(sc)
-	exact := false
-	if hub != nil {
-		exact = s.exactMatches(c, hub, cands, sc)
+	if !s.exactMatches(c, hub, cands, sc) {
+		return
 	}
+	c.SetTokenizedPromptTokens(sc.promptTokens)
+	for i, v := range cands {
+		if sc.matched[i] >= 0 {
+			c.SetCachedTokens(v, int(sc.matched[i])*s.stream.BlockSize)
+		}
+	}
+}
+
+// Score implements scheduling.Scorer, from what ReadCache recorded in the
+// cycle (Profile.Run makes sure it ran).
+func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
+	tokenized := c.TokenizedPromptTokens()
 	approx := 0
 	for i, v := range cands {
-		var cached, total int
-		if exact && sc.matched[i] >= 0 {
-			cached, total = int(sc.matched[i])*s.stream.BlockSize, sc.promptTokens
-			c.SetCachedTokens(v, cached)
-		} else {
+		cached, exact := c.ExactCachedTokens(v)
+		total := tokenized
+		if !exact {
 			cached, total = c.CachedTokens(v), c.PromptTokens
 			approx++
 		}
@@ -264,9 +281,9 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = min(1, float64(cached)/float64(total))
 		}
 	}
-	if hub != nil {
+	if hub := s.hub.Load(); hub != nil {
 		switch {
-		case !exact:
+		case tokenized == 0:
 			hub.CountScores(kvevents.ScoreApproximateTokenizer, len(cands))
 		default:
 			hub.CountScores(kvevents.ScoreApproximateStream, approx)

@@ -94,6 +94,7 @@ func TestScoreExactAndFallback(t *testing.T) {
 		c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 1)))
 		c.Reset(req, now, settings)
 		out := make([]float64, len(cands))
+		prof.ReadCache(c, cands)
 		s.Score(c, cands, out)
 		return out
 	}
@@ -129,14 +130,16 @@ func TestScoreExactAndFallback(t *testing.T) {
 	}
 }
 
-// The scorer hands what exact pods hold to the plugins after it (the cycle's
-// cached tokens, which predicted-latency prices); a pod without a stream
-// keeps the approximate index's belief.
-func TestScoreSetsCycleCachedTokens(t *testing.T) {
+// Before the cycle's first judgement, the scorer hands what exact pods hold
+// to everything after it (the cycle's cached tokens, which admission and
+// predicted-latency price); a pod without a stream keeps the approximate
+// index's belief.
+func TestReadCacheSetsCycleCachedTokens(t *testing.T) {
 	s := newScorer(t, `{"tokenizers":{"m":"test-bytes4"}}`)
 	hub := kvevents.NewHub(nil)
 	defer hub.Close()
-	preciseprefixcache.BindAll(&scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}, hub)
+	prof := &scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}
+	preciseprefixcache.BindAll(prof, hub)
 	prompt := strings.Repeat("abcdefghijklmnop", 64) // 256 tokens
 	toks, _ := bytes4{}.AppendPromptTokens(nil, nil, prompt)
 	now := time.Unix(100, 0)
@@ -156,9 +159,12 @@ func TestScoreSetsCycleCachedTokens(t *testing.T) {
 	if got := c.CachedTokens(&views[0]); got != 256 {
 		t.Fatalf("approximate belief %d tokens, want 256", got)
 	}
-	s.Score(c, []*datastore.View{&views[0], &views[1], &views[2]}, make([]float64, 3))
+	prof.ReadCache(c, []*datastore.View{&views[0], &views[1], &views[2]})
 	if a, b, x := c.CachedTokens(&views[0]), c.CachedTokens(&views[1]), c.CachedTokens(&views[2]); a != 48 || b != 0 || x != 256 {
-		t.Fatalf("cached tokens after scoring %d, %d, %d; want 48 and 0 (exact), 256 (approximate)", a, b, x)
+		t.Fatalf("cached tokens after reading the cache %d, %d, %d; want 48 and 0 (exact), 256 (approximate)", a, b, x)
+	}
+	if got := c.TokenizedPromptTokens(); got != 256 {
+		t.Fatalf("tokenized prompt %d tokens, want 256", got)
 	}
 	c.Reset(&scheduling.Request{Model: "m", Prompt: prompt}, now, settings)
 	if got := c.CachedTokens(&views[0]); got != 256 {
