@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/igw-dev/igw/pkg/epp/director"
+	eppoptions "github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -68,17 +68,11 @@ type Options struct {
 	Policies *Registry
 
 	ConfigPollInterval time.Duration
-	ScrapeInterval     time.Duration
-	ScrapeTimeout      time.Duration
-	// ModelsInterval is how often the igw policy reads each endpoint's model
-	// list (served models and registered LoRA adapters); 0 turns it off.
-	ModelsInterval   time.Duration
-	ModelsTimeout    time.Duration
-	MetricsPath      string
-	MetricsStaleness time.Duration
-	StalePolicy      string
-	MaxBodyBytes     int64
-	Seed             uint64
+	// Telemetry is how each pool's picker reads its endpoints (the EPP's
+	// flags); the model lists are read for the igw policy only.
+	eppoptions.Telemetry
+	MaxBodyBytes int64
+	Seed         uint64
 	// RequestTimeout bounds a whole proxied request (0: none); DialTimeout a
 	// connection attempt to a model server, after which the next fallback is tried.
 	RequestTimeout time.Duration
@@ -120,12 +114,7 @@ func NewOptions() *Options {
 		MaxHeaderBytes:        64 << 10,
 		Policy:                PolicyIGW,
 		ConfigPollInterval:    250 * time.Millisecond,
-		ScrapeInterval:        50 * time.Millisecond,
-		ModelsInterval:        5 * time.Second,
-		ModelsTimeout:         2 * time.Second,
-		MetricsPath:           wire.MetricsPath,
-		MetricsStaleness:      200 * time.Millisecond,
-		StalePolicy:           string(director.StaleSaturated),
+		Telemetry:             eppoptions.DefaultTelemetry(),
 		MaxBodyBytes:          64 << 20,
 		DialTimeout:           2 * time.Second,
 		FirstByteTimeout:      30 * time.Second,
@@ -157,13 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EPPConfig, "epp-config", o.EPPConfig, "Without --config: the pool's EPP scheduling configuration (default: the built-in); reloaded on change.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Every pool's default routing policy: "+strings.Join(o.Policies.Names(), ", ")+".")
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often endpoints and EPP configuration files are re-read.")
-	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each endpoint's metrics are scraped.")
-	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one scrape (default: the scrape interval).")
-	fs.DurationVar(&o.ModelsInterval, "models-interval", o.ModelsInterval, "How often each endpoint's model list (GET /v1/models: served models and registered LoRA adapters) is read, so adapter requests avoid pods that lack the adapter; 0 turns it off.")
-	fs.DurationVar(&o.ModelsTimeout, "models-timeout", o.ModelsTimeout, "Timeout of one model list read.")
-	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the model servers' Prometheus metrics (trtllm-serve: /prometheus/metrics).")
-	fs.DurationVar(&o.MetricsStaleness, "metrics-staleness", o.MetricsStaleness, "Age after which an endpoint's telemetry is stale.")
-	fs.StringVar(&o.StalePolicy, "stale-policy", o.StalePolicy, "What a stale endpoint is: saturated (kept, scored worst, sheddable) or filter (removed).")
+	o.Telemetry.AddFlags(fs)
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body; larger ones get 413.")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the pickers' random choices.")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Bound on one proxied request, response included (0: none).")
@@ -177,9 +160,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Complete fills defaults and resolves the pool configuration.
 func (o *Options) Complete() error {
-	if o.ScrapeTimeout <= 0 {
-		o.ScrapeTimeout = o.ScrapeInterval
-	}
+	o.Telemetry.Complete()
 	trusted, err := parseTrusted(o.TrustedCIDRs)
 	if err != nil {
 		return err
@@ -227,17 +208,10 @@ func (o *Options) Validate() error {
 	if !o.Policies.Known(o.Policy) {
 		bad("--policy must be one of %s, got %q", strings.Join(o.Policies.Names(), ", "), o.Policy)
 	}
+	if err := o.Telemetry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	switch {
-	case o.ScrapeInterval <= 0:
-		bad("--scrape-interval must be positive")
-	case o.ScrapeTimeout <= 0:
-		bad("--scrape-timeout must be positive")
-	case o.ModelsInterval < 0:
-		bad("--models-interval must not be negative")
-	case o.ModelsInterval > 0 && o.ModelsTimeout <= 0:
-		bad("--models-timeout must be positive")
-	case o.MetricsStaleness < 0:
-		bad("--metrics-staleness must not be negative")
 	case o.ConfigPollInterval <= 0:
 		bad("--config-poll-interval must be positive")
 	case o.MaxBodyBytes <= 0:
@@ -262,9 +236,6 @@ func (o *Options) Validate() error {
 	if o.MaxBodyBytes > 0 && o.MaxBufferedBytes < 2*o.MaxBodyBytes {
 		bad("--max-buffered-bytes (%d) must be at least twice --max-body-bytes (%d): a body is counted with its decoded prompt",
 			o.MaxBufferedBytes, o.MaxBodyBytes)
-	}
-	if p := director.StalePolicy(o.StalePolicy); p != director.StaleSaturated && p != director.StaleFilter {
-		bad("--stale-policy must be saturated or filter, got %q", o.StalePolicy)
 	}
 	if o.Resolved == nil {
 		bad("options are not completed")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/igw-dev/igw/internal/serve"
 	"github.com/igw-dev/igw/internal/servingtls"
-	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/source"
 	"github.com/igw-dev/igw/pkg/wire"
 )
@@ -35,16 +34,7 @@ type Options struct {
 	Kubeconfig    string
 	EndpointsFile string
 
-	ScrapeInterval   time.Duration
-	ScrapeTimeout    time.Duration
-	MetricsPath      string
-	MetricsStaleness time.Duration
-	StalePolicy      string
-
-	// ModelsInterval is how often each endpoint's model list (GET /v1/models)
-	// is read; 0 turns the reads off. ModelsTimeout bounds one read.
-	ModelsInterval time.Duration
-	ModelsTimeout  time.Duration
+	Telemetry
 
 	MaxBodyBytes int64
 	Seed         uint64
@@ -96,12 +86,7 @@ func New() *Options {
 	return &Options{
 		GRPCPort: 9002, HealthPort: 9003, MetricsPort: 9090,
 		ConfigPollInterval: 250 * time.Millisecond,
-		ScrapeInterval:     50 * time.Millisecond,
-		MetricsPath:        wire.MetricsPath,
-		MetricsStaleness:   200 * time.Millisecond,
-		StalePolicy:        string(director.StaleSaturated),
-		ModelsInterval:     5 * time.Second,
-		ModelsTimeout:      2 * time.Second,
+		Telemetry:          DefaultTelemetry(),
 		MaxBodyBytes:       64 << 20,
 		// client-go's and kube-controller-manager's defaults: a dead leader
 		// is replaced within 15 s, a released lease within about 2 s.
@@ -123,13 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PoolNamespace, "pool-namespace", o.PoolNamespace, "Namespace of the InferencePool (default: $POD_NAMESPACE, else \"default\").")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file (default: in-cluster configuration).")
 	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile, "YAML list of {address, port, labels}: endpoints without a cluster; reloaded on change.")
-	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each endpoint's metrics are scraped.")
-	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one scrape (default: the scrape interval).")
-	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the model servers' Prometheus metrics (trtllm-serve: /prometheus/metrics).")
-	fs.DurationVar(&o.MetricsStaleness, "metrics-staleness", o.MetricsStaleness, "Age after which an endpoint's telemetry is stale.")
-	fs.StringVar(&o.StalePolicy, "stale-policy", o.StalePolicy, "What a stale endpoint is: saturated (kept, scored worst, sheddable) or filter (removed).")
-	fs.DurationVar(&o.ModelsInterval, "models-interval", o.ModelsInterval, "How often each endpoint's model list (GET /v1/models: served models and registered LoRA adapters) is read; 0 turns it off.")
-	fs.DurationVar(&o.ModelsTimeout, "models-timeout", o.ModelsTimeout, "Timeout of one model list read.")
+	o.Telemetry.AddFlags(fs)
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body buffered for scheduling; larger ones get 413.")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the tie-breaking random source.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run active-passive: elect a leader through a Lease; only the leader reports ready and serves ext_proc, standbys keep endpoints and telemetry warm. Needs --pool-name.")
@@ -156,9 +135,7 @@ func (o *Options) ports() serve.ExtProcPorts {
 // Complete fills defaults that depend on other options or the environment.
 func (o *Options) Complete() {
 	o.PoolNamespace = source.PoolNamespace(o.PoolNamespace)
-	if o.ScrapeTimeout <= 0 {
-		o.ScrapeTimeout = o.ScrapeInterval
-	}
+	o.Telemetry.Complete()
 	if o.LeaderElect {
 		if o.LeaseName == "" && o.PoolName != "" {
 			o.LeaseName = DefaultLeaseName(o.PoolName)
@@ -200,24 +177,14 @@ func (o *Options) Validate() error {
 	if o.GlobalSummary() && (o.GlobalSummaryModel == "" || o.Cluster == "") {
 		return fmt.Errorf("--global-summary-token-file needs --global-summary-model (the pool's model) and --cluster (this member's name)")
 	}
+	if err := o.Telemetry.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case o.ScrapeInterval <= 0:
-		return fmt.Errorf("--scrape-interval must be positive")
-	case o.ScrapeTimeout <= 0:
-		return fmt.Errorf("--scrape-timeout must be positive")
-	case o.MetricsStaleness < 0:
-		return fmt.Errorf("--metrics-staleness must not be negative")
-	case o.ModelsInterval < 0:
-		return fmt.Errorf("--models-interval must not be negative (0 turns the model list reads off)")
-	case o.ModelsInterval > 0 && o.ModelsTimeout <= 0:
-		return fmt.Errorf("--models-timeout must be positive")
 	case o.ConfigPollInterval <= 0:
 		return fmt.Errorf("--config-poll-interval must be positive")
 	case o.MaxBodyBytes <= 0:
 		return fmt.Errorf("--max-body-bytes must be positive")
-	}
-	if p := director.StalePolicy(o.StalePolicy); p != director.StaleSaturated && p != director.StaleFilter {
-		return fmt.Errorf("--stale-policy must be saturated or filter, got %q", o.StalePolicy)
 	}
 	if o.LeaderElect {
 		return o.validateLeaderElection()
