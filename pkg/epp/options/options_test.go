@@ -95,3 +95,21 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("timings checked without --leader-elect: %v", err)
 	}
 }
+
+// TestTelemetryReportsStalePolicyBesideAnInterval: the EPP and the gateway
+// validate their telemetry flags with one Validate, which names a bad stale
+// policy beside a bad interval rather than only the first of them.
+func TestTelemetryReportsStalePolicyBesideAnInterval(t *testing.T) {
+	tel := DefaultTelemetry()
+	tel.ScrapeInterval, tel.StalePolicy = 0, "ignore"
+	tel.Complete()
+	err := tel.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--scrape-interval") || !strings.Contains(err.Error(), "--stale-policy") {
+		t.Fatalf("error %v, want both --scrape-interval and --stale-policy named", err)
+	}
+	tel = DefaultTelemetry()
+	tel.Complete()
+	if err := tel.Validate(); err != nil {
+		t.Fatalf("completed defaults rejected: %v", err)
+	}
+}

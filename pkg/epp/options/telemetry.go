@@ -1,6 +1,7 @@
 package options
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,22 +58,24 @@ func (t *Telemetry) Complete() {
 	}
 }
 
-// Validate rejects the first inconsistent option.
+// Validate rejects inconsistent options: the first bad interval or
+// timeout, and a bad stale policy beside it.
 func (t *Telemetry) Validate() error {
+	var errs []error
 	switch {
 	case t.ScrapeInterval <= 0:
-		return fmt.Errorf("--scrape-interval must be positive")
+		errs = append(errs, fmt.Errorf("--scrape-interval must be positive"))
 	case t.ScrapeTimeout <= 0:
-		return fmt.Errorf("--scrape-timeout must be positive")
+		errs = append(errs, fmt.Errorf("--scrape-timeout must be positive"))
 	case t.MetricsStaleness < 0:
-		return fmt.Errorf("--metrics-staleness must not be negative")
+		errs = append(errs, fmt.Errorf("--metrics-staleness must not be negative"))
 	case t.ModelsInterval < 0:
-		return fmt.Errorf("--models-interval must not be negative (0 turns the model list reads off)")
+		errs = append(errs, fmt.Errorf("--models-interval must not be negative (0 turns the model list reads off)"))
 	case t.ModelsInterval > 0 && t.ModelsTimeout <= 0:
-		return fmt.Errorf("--models-timeout must be positive")
+		errs = append(errs, fmt.Errorf("--models-timeout must be positive"))
 	}
 	if p := director.StalePolicy(t.StalePolicy); p != director.StaleSaturated && p != director.StaleFilter {
-		return fmt.Errorf("--stale-policy must be saturated or filter, got %q", t.StalePolicy)
+		errs = append(errs, fmt.Errorf("--stale-policy must be saturated or filter, got %q", t.StalePolicy))
 	}
-	return nil
+	return errors.Join(errs...)
 }
