@@ -119,6 +119,7 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 	sc := r.job.Scenario
 	// On equal times: step ends first (their events happened), then scrapes,
 	// then timeouts, then the warmup mark, then arrivals (which see all of them).
+	var l eventLoop
 	offer := func(ev *event) {
 		if r.wants.Telemetry {
 			for i, t := range r.scrapeAt {
@@ -129,10 +130,12 @@ func (r *run) loop(ctx context.Context, progress func(float64)) error {
 			ev.offer(t, "timeout", -1, -1)
 		}
 		if len(r.held) > 0 {
-			ev.offer(r.held[0].deadline, "held", -1, -1)
+			// A request behind the head was last routed earlier: when
+			// it was to be decided again may have passed meanwhile.
+			ev.offer(max(r.held[0].deadline, l.last), "held", -1, -1)
 		}
 	}
-	l := eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, arrive: r.arrive,
+	l = eventLoop{job: r.job, rec: r.rec, gen: r.gen, pods: r.pods, handle: r.handle, arrive: r.arrive,
 		inFlight: func() int { return len(r.flying) + len(r.held) },
 		stepped: func(at time.Duration) {
 			if r.freed {

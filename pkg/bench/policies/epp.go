@@ -141,7 +141,7 @@ func (r *eppRouter) Route(req *Request, now time.Time) (int, Ticket, error) {
 	res, place, apiErr := r.d.ScheduleQueued(r.ctx, &sreq, false, now, r.places[req.ID])
 	if place != nil {
 		r.places[req.ID] = place
-		return -1, nil, &Held{Deadline: place.Deadline}
+		return -1, nil, &Held{Deadline: place.RetryBy()}
 	}
 	delete(r.places, req.ID)
 	if apiErr != nil {

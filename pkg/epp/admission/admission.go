@@ -81,6 +81,9 @@ type Policy struct {
 	// miss for certain. Low-priority requests shed by saturation never
 	// spend it.
 	MissBudget float64 `json:"missBudget"`
+	// LateBinding holds a request that endpoints within the bounds would
+	// start only after a while until one would start it soon.
+	LateBinding LateBinding `json:"lateBinding"`
 }
 
 // DefaultMissBudget places half a percent of requests over the bounds when
@@ -103,12 +106,18 @@ const MaxMissBudget = 0.01
 // bytes is shed; one that waited MaxWaitSeconds is shed too. MaxRequests 0
 // turns the queue off (overloaded requests are shed at once).
 type QueueBounds struct {
-	MaxRequests int   `json:"maxRequests"`
-	MaxBytes    int64 `json:"maxBytes"`
+	Room
 	// MaxWaitSeconds is at most the policy's MaxWaitSeconds: what a request
 	// waited in the queue is taken from its wait for a first token, so a
 	// request placed after waiting long can only go where it starts at once.
 	MaxWaitSeconds float64 `json:"maxWaitSeconds"`
+}
+
+// Room bounds the requests the picker holds at once and the bytes of
+// their bodies, which it keeps meanwhile.
+type Room struct {
+	MaxRequests int   `json:"maxRequests"`
+	MaxBytes    int64 `json:"maxBytes"`
 }
 
 // DefaultQueue holds up to 8 requests and 32 MiB of bodies (FitSLO sets how
@@ -119,7 +128,7 @@ type QueueBounds struct {
 // no queue, and 8 kept 32.9 (35.0 against 34.3 at twice); bursty traces
 // shed fewer requests with either (mooncake-synthetic 2 -> 1, goodput 3.550
 // -> 3.568).
-var DefaultQueue = QueueBounds{MaxRequests: 8, MaxBytes: 32 << 20}
+var DefaultQueue = QueueBounds{Room: Room{MaxRequests: 8, MaxBytes: 32 << 20}}
 
 // Validate rejects negative bounds and a queue bounded in requests but not bytes.
 func (q QueueBounds) Validate() error {
@@ -138,7 +147,8 @@ func (q QueueBounds) Validate() error {
 // DefaultPolicy sheds negative priorities when every endpoint is saturated,
 // and any request when every endpoint is overloaded, with the bounds of
 // DefaultSLO.
-var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60, Queue: DefaultQueue, MissBudget: DefaultMissBudget}.FitSLO(DefaultSLO)
+var DefaultPolicy = Policy{Limits: DefaultLimits, Enabled: true, MaxRetryAfterSeconds: 60, Queue: DefaultQueue, MissBudget: DefaultMissBudget,
+	LateBinding: DefaultLateBinding}.FitSLO(DefaultSLO)
 
 // SLO is what a route promises its requests: the time to their first token
 // and between their tokens, in seconds.

@@ -133,6 +133,16 @@ type AdmissionSpec struct {
 	SLO *admission.SLO `json:"slo,omitempty"`
 	// Queue bounds the picker's own queue.
 	Queue *QueueSpec `json:"queue,omitempty"`
+	// LateBinding holds requests until an endpoint would start them soon
+	// (admission.LateBinding).
+	LateBinding *LateBindingSpec `json:"lateBinding,omitempty"`
+}
+
+// LateBindingSpec configures late binding; omitted fields keep their defaults.
+type LateBindingSpec struct {
+	StartWithinChunks *float64 `json:"startWithinChunks,omitempty"`
+	MaxRequests       *int     `json:"maxRequests,omitempty"`
+	MaxBytes          *int64   `json:"maxBytes,omitempty"`
 }
 
 // QueueSpec bounds the picker's queue; omitted fields keep their defaults.
@@ -325,6 +335,14 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 			setIf(&pl.Admission.Queue.MaxWaitSeconds, q.MaxWaitSeconds)
 		}
 		if err := pl.Admission.Validate(); err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		if lb := a.LateBinding; lb != nil {
+			setIf(&pl.Admission.LateBinding.StartWithinChunks, lb.StartWithinChunks)
+			setIf(&pl.Admission.LateBinding.MaxRequests, lb.MaxRequests)
+			setIf(&pl.Admission.LateBinding.MaxBytes, lb.MaxBytes)
+		}
+		if err := pl.Admission.LateBinding.Validate(); err != nil {
 			return nil, fmt.Errorf("admission: %w", err)
 		}
 		if err := pl.Admission.Queue.Validate(); err != nil {

@@ -35,7 +35,7 @@ fallbacks: 3
 prefix: {blockTokens: 64, maxBlocks: 128}
 latency: {chunkTokens: 2048, kvPressureThreshold: 0.8, kvPressureFactor: 2}
 admission: {queueDepth: 10, shedBelowPriority: 1, maxWaitSeconds: 2, maxInterTokenSeconds: 0,
-  queue: {maxRequests: 64, maxBytes: 1048576, maxWaitSeconds: 0.5}}
+  queue: {maxRequests: 64, maxBytes: 1048576, maxWaitSeconds: 0.5}, lateBinding: {startWithinChunks: 2, maxRequests: 32}}
 baseModels: [llama]
 `
 
@@ -59,11 +59,14 @@ func TestBuildFull(t *testing.T) {
 	}
 	if !p.Admission.Enabled || p.Admission.QueueDepth != 10 || p.Admission.ShedBelowPriority != 1 || p.Admission.KVCacheUtilization != 0.8 ||
 		p.Admission.MaxWaitSeconds != 2 || p.Admission.MaxInterTokenSeconds != 0 ||
-		p.Admission.Queue != (admission.QueueBounds{MaxRequests: 64, MaxBytes: 1 << 20, MaxWaitSeconds: 0.5}) {
+		p.Admission.Queue != (admission.QueueBounds{Room: admission.Room{MaxRequests: 64, MaxBytes: 1 << 20}, MaxWaitSeconds: 0.5}) {
 		t.Fatalf("admission %+v", p.Admission)
 	}
 	if len(p.BaseModels) != 1 {
 		t.Fatal("baseModels lost")
+	}
+	if want := (admission.LateBinding{StartWithinChunks: 2, Room: admission.Room{MaxRequests: 32, MaxBytes: admission.DefaultLateBinding.MaxBytes}}); p.Admission.LateBinding != want {
+		t.Fatalf("late binding %+v, want %+v", p.Admission.LateBinding, want)
 	}
 }
 
@@ -82,30 +85,32 @@ func TestDefaultBuilds(t *testing.T) {
 
 func TestRejects(t *testing.T) {
 	for name, yaml := range map[string]string{
-		"empty":            "",
-		"unknown field":    "scorerz: []",
-		"no scorers":       "picker: max-score-picker",
-		"unknown plugin":   "scorers: [{plugin: nope, weight: 1}]",
-		"negative weight":  "scorers: [{plugin: queue, weight: -1}]",
-		"filter as scorer": "scorers: [{plugin: saturation-filter, weight: 1}]",
-		"scorer as picker": "scorers: [{plugin: queue, weight: 1}]\npicker: queue",
-		"scorer as filter": "filters: [queue]\nscorers: [{plugin: queue, weight: 1}]",
-		"duplicate name":   "plugins: [{type: queue}, {type: queue}]\nscorers: [{plugin: queue, weight: 1}]",
-		"bad parameter":    "plugins: [{type: prefix-cache, parameters: {minMatch: 3}}]\nscorers: [{plugin: prefix-cache, weight: 1}]",
-		"missing type":     "plugins: [{name: x}]\nscorers: [{plugin: x, weight: 1}]",
-		"fallbacks":        "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 99",
-		"kv threshold":     "scorers: [{plugin: queue, weight: 1}]\nlatency: {kvPressureThreshold: 2}",
-		"admission":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
-		"admission wait":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {maxWaitSeconds: -1}",
-		"admission slo":    "scorers: [{plugin: queue, weight: 1}]\nadmission: {slo: {ttftSeconds: 2, tpotSeconds: 0}}",
-		"miss budget":      "scorers: [{plugin: queue, weight: 1}]\nadmission: {missBudget: 0.02}",
-		"negative budget":  "scorers: [{plugin: queue, weight: 1}]\nadmission: {missBudget: -0.001}",
-		"queue requests":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: -1}}",
-		"queue bytes":      "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: 8, maxBytes: 0}}",
-		"queue wait":       "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxWaitSeconds: -0.5}}",
-		"not yaml":         "scorers: [",
-		"wrong type":       "scorers: {plugin: queue}",
-		"negative block":   "scorers: [{plugin: queue, weight: 1}]\nprefix: {blockTokens: -1}",
+		"empty":             "",
+		"unknown field":     "scorerz: []",
+		"no scorers":        "picker: max-score-picker",
+		"unknown plugin":    "scorers: [{plugin: nope, weight: 1}]",
+		"negative weight":   "scorers: [{plugin: queue, weight: -1}]",
+		"filter as scorer":  "scorers: [{plugin: saturation-filter, weight: 1}]",
+		"scorer as picker":  "scorers: [{plugin: queue, weight: 1}]\npicker: queue",
+		"scorer as filter":  "filters: [queue]\nscorers: [{plugin: queue, weight: 1}]",
+		"duplicate name":    "plugins: [{type: queue}, {type: queue}]\nscorers: [{plugin: queue, weight: 1}]",
+		"bad parameter":     "plugins: [{type: prefix-cache, parameters: {minMatch: 3}}]\nscorers: [{plugin: prefix-cache, weight: 1}]",
+		"missing type":      "plugins: [{name: x}]\nscorers: [{plugin: x, weight: 1}]",
+		"fallbacks":         "scorers: [{plugin: queue, weight: 1}]\nfallbacks: 99",
+		"kv threshold":      "scorers: [{plugin: queue, weight: 1}]\nlatency: {kvPressureThreshold: 2}",
+		"admission":         "scorers: [{plugin: queue, weight: 1}]\nadmission: {kvCacheUtilization: 1.5}",
+		"admission wait":    "scorers: [{plugin: queue, weight: 1}]\nadmission: {maxWaitSeconds: -1}",
+		"admission slo":     "scorers: [{plugin: queue, weight: 1}]\nadmission: {slo: {ttftSeconds: 2, tpotSeconds: 0}}",
+		"miss budget":       "scorers: [{plugin: queue, weight: 1}]\nadmission: {missBudget: 0.02}",
+		"negative budget":   "scorers: [{plugin: queue, weight: 1}]\nadmission: {missBudget: -0.001}",
+		"queue requests":    "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: -1}}",
+		"queue bytes":       "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxRequests: 8, maxBytes: 0}}",
+		"queue wait":        "scorers: [{plugin: queue, weight: 1}]\nadmission: {queue: {maxWaitSeconds: -0.5}}",
+		"late binding":      "scorers: [{plugin: queue, weight: 1}]\nadmission: {lateBinding: {startWithinChunks: -1}}",
+		"late binding room": "scorers: [{plugin: queue, weight: 1}]\nadmission: {lateBinding: {startWithinChunks: 2, maxRequests: 0}}",
+		"not yaml":          "scorers: [",
+		"wrong type":        "scorers: {plugin: queue}",
+		"negative block":    "scorers: [{plugin: queue, weight: 1}]\nprefix: {blockTokens: -1}",
 	} {
 		if _, err := Load([]byte(yaml), plugins.NewRegistry()); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -11,6 +11,7 @@ package director
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -117,9 +118,10 @@ type cycle struct {
 	states []*datastore.EndpointState
 	byID   []*datastore.EndpointState
 	cands  []*datastore.View
-	// within is the candidates inside the admission bounds.
-	within []*datastore.View
-	subset map[string]struct{}
+	// within is the candidates inside the admission bounds; soon those
+	// that would start the request soon (late binding).
+	within, soon []*datastore.View
+	subset       map[string]struct{}
 }
 
 // New returns a director over store with an empty prefix index. It schedules
@@ -290,13 +292,37 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	// judges what the request would cost there.
 	p.Profile.ReadCache(c.Cycle, c.cands)
 	reason := ReasonScored
-	dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
-	if dec.Shed {
-		res, err := d.queueOrShed(p, dec, req, now, place, queuing)
-		if res.Reason != ReasonShed || !dec.MissBudgetEligible || p.Admission.MissBudget <= 0 || !d.misses.spend() {
-			return res, err
+	if place != nil {
+		place.retry = time.Time{} // set again by a hold below
+	}
+	binding, retry := d.bind(p, c, req, place, queuing, now)
+	switch binding {
+	case admission.Hold:
+		if place == nil {
+			place = d.hold(p, req, now)
 		}
-		reason = ReasonOverBounds
+		if place != nil {
+			if !math.IsInf(retry, 1) {
+				place.retry = now.Add(seconds(retry))
+			}
+			return &Result{Reason: ReasonQueued, place: place}, nil
+		}
+		// No room to hold it: placed now, as without late binding.
+		binding = admission.NotBound
+	case admission.StartNow, admission.PlaceLate:
+		// Judged against the bounds as a new request: the time it was
+		// held was the picker's choice.
+		waited = 0
+	}
+	if binding == admission.NotBound {
+		dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
+		if dec.Shed {
+			res, err := d.queueOrShed(p, dec, req, now, place, queuing)
+			if res.Reason != ReasonShed || !dec.MissBudgetEligible || p.Admission.MissBudget <= 0 || !d.misses.spend() {
+				return res, err
+			}
+			reason = ReasonOverBounds
+		}
 	}
 	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
 	// the configured filters leave nothing else.
@@ -309,6 +335,9 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 		h = p.Profile.Filter(c.Cycle, h)
 		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, waited, p.Latency, c.Cycle, c.within[:0]); len(c.within) > 0 {
 			h = c.within
+		}
+		if binding == admission.StartNow {
+			h = startingSoon(p, c, h)
 		}
 		survivors, ranking = p.Profile.Run(c.Cycle, h)
 	}

@@ -17,29 +17,61 @@ const ReasonQueued = "queued"
 
 // Place is a request's place in the picker's queue: it waits there, its
 // body held, for an endpoint to come within the admission bounds, until its
-// Deadline, when it is shed (its first token could no longer come in time).
+// Deadline, when it is shed (its first token could no longer come in time);
+// or, held by late binding (admission.LateBinding), for an endpoint that
+// would start it soon, until its Deadline, when it is placed.
 type Place struct {
 	// Since is when the request entered the queue; Deadline when it must leave.
 	Since, Deadline time.Time
-	bytes           int64
-	q               *waitQueue
+	// retry is when a held request is to be decided again (RetryBy).
+	retry time.Time
+	bytes int64
+	kind  placeKind
+	q     *waitQueue
 }
+
+// placeKind says why a request waits: every endpoint was over the
+// admission bounds (overloaded), or none would start it soon (held).
+type placeKind int
+
+const (
+	overloaded placeKind = iota
+	held
+)
 
 // Leave gives the place up (a nil place or one left already is a no-op).
 func (pl *Place) Leave() {
 	if pl == nil || pl.q == nil {
 		return
 	}
-	pl.q.leave(pl.bytes)
+	pl.q.leave(pl.kind, pl.bytes)
 	pl.q = nil
 }
 
-// waitQueue counts the requests waiting in the picker and their bytes, and
-// wakes them when an endpoint frees up.
+// mayHold reports whether a request with place pl may be held on by late
+// binding at now: it was not held yet, or its deadline has not passed.
+func (pl *Place) mayHold(now time.Time) bool {
+	return pl == nil || pl.kind == held && now.Before(pl.Deadline)
+}
+
+// RetryBy is when the request is to be decided again at the latest: its
+// Deadline or, held by late binding, when an endpoint is predicted to come
+// near enough to start it.
+func (pl *Place) RetryBy() time.Time {
+	if !pl.retry.IsZero() && pl.retry.Before(pl.Deadline) {
+		return pl.retry
+	}
+	return pl.Deadline
+}
+
+// waitQueue counts the requests waiting in the picker and their bytes, of
+// each kind (each kind has its own bounds), and wakes them when an
+// endpoint frees up.
 type waitQueue struct {
-	mu       sync.Mutex
-	requests int
-	bytes    int64
+	mu sync.Mutex
+	// requests and bytes are per placeKind.
+	requests [2]int
+	bytes    [2]int64
 	// waiting mirrors requests for the response path, which wakes the
 	// queue only while someone waits there.
 	waiting atomic.Int32
@@ -52,25 +84,25 @@ type waitQueue struct {
 	wakeups atomic.Uint64
 }
 
-// enter takes a place for a request of bytes at now within bounds; nil when
-// it would breach them.
-func (q *waitQueue) enter(bytes int64, bounds admission.QueueBounds, now time.Time, maxWait time.Duration) *Place {
+// enter takes a place of kind for a request of bytes at now, within room
+// for that kind; nil when it would breach it.
+func (q *waitQueue) enter(kind placeKind, bytes int64, room admission.Room, now time.Time, maxWait time.Duration) *Place {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.requests+1 > bounds.MaxRequests || q.bytes+bytes > bounds.MaxBytes {
+	if q.requests[kind]+1 > room.MaxRequests || q.bytes[kind]+bytes > room.MaxBytes {
 		return nil
 	}
-	q.requests++
-	q.bytes += bytes
-	q.waiting.Store(int32(q.requests))
-	return &Place{Since: now, Deadline: now.Add(maxWait), bytes: bytes, q: q}
+	q.requests[kind]++
+	q.bytes[kind] += bytes
+	q.waiting.Store(int32(q.requests[overloaded] + q.requests[held]))
+	return &Place{Since: now, Deadline: now.Add(maxWait), bytes: bytes, kind: kind, q: q}
 }
 
-func (q *waitQueue) leave(bytes int64) {
+func (q *waitQueue) leave(kind placeKind, bytes int64) {
 	q.mu.Lock()
-	q.requests--
-	q.bytes -= bytes
-	q.waiting.Store(int32(q.requests))
+	q.requests[kind]--
+	q.bytes[kind] -= bytes
+	q.waiting.Store(int32(q.requests[overloaded] + q.requests[held]))
 	q.mu.Unlock()
 }
 
@@ -121,13 +153,14 @@ func (d *Director) Queued() bool { return d.queue.occupied() }
 // ScheduleQueued is Schedule for a caller that can hold a request while it
 // waits in the picker's queue. place is nil on the first call. When every
 // endpoint is over the admission bounds, the request has time left to wait
-// and the queue has room for it, the result's Reason is ReasonQueued and the
+// and the queue has room for it, or late binding holds it (no endpoint
+// would start it soon), the result's Reason is ReasonQueued and the
 // returned place is the request's: the caller calls again with it when an
-// endpoint frees up (ScheduleWaiting) or at its Deadline. Otherwise the request leaves the
-// queue and the result is Schedule's: a pick, or an error (429 when the
-// queue is full or the request waited its time out). A request arriving
-// while others wait is decided as they are: the queue holds what the fleet
-// cannot take now, it does not hold back what it can.
+// endpoint frees up (ScheduleWaiting) or at its RetryBy time. Otherwise the
+// request leaves the queue and the result is Schedule's: a pick, or an
+// error (429 when the queue is full or the request waited its time out). A
+// request arriving while others wait is decided as they are: the queue
+// holds what the fleet cannot take now, it does not hold back what it can.
 func (d *Director) ScheduleQueued(ctx context.Context, req *scheduling.Request, explain bool, now time.Time, place *Place) (*Result, *Place, *apierror.Error) {
 	res, err := d.schedule(ctx, req, explain, now, place, true)
 	if res != nil && res.Reason == ReasonQueued {
@@ -157,7 +190,7 @@ func (d *Director) ScheduleWaiting(ctx context.Context, req *scheduling.Request,
 		if afterQueuedDecision != nil {
 			afterQueuedDecision()
 		}
-		timer := time.NewTimer(place.Deadline.Sub(now()))
+		timer := time.NewTimer(place.RetryBy().Sub(now()))
 		d.queue.wait(ctx, seen, timer.C)
 		timer.Stop()
 	}
@@ -187,6 +220,10 @@ func (d *Director) queueOrShed(p *Pipeline, dec admission.Decision, req *schedul
 
 // enterQueue takes a place in the queue for req at now, nil when there is no room.
 func (d *Director) enterQueue(p *Pipeline, req *scheduling.Request, now time.Time) *Place {
-	maxWait := time.Duration(p.Admission.QueueWaitSeconds() * float64(time.Second))
-	return d.queue.enter(int64(max(len(req.Body), len(req.Prompt))), p.Admission.Queue, now, maxWait)
+	return d.queue.enter(overloaded, requestBytes(req), p.Admission.Queue.Room, now, seconds(p.Admission.QueueWaitSeconds()))
 }
+
+// requestBytes is what the picker holds of a waiting request.
+func requestBytes(req *scheduling.Request) int64 { return int64(max(len(req.Body), len(req.Prompt))) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
