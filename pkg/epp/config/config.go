@@ -141,15 +141,25 @@ type AdmissionSpec struct {
 // LateBindingSpec configures late binding; omitted fields keep their defaults.
 type LateBindingSpec struct {
 	StartWithinChunks *float64 `json:"startWithinChunks,omitempty"`
-	MaxRequests       *int     `json:"maxRequests,omitempty"`
-	MaxBytes          *int64   `json:"maxBytes,omitempty"`
+	RoomSpec
 }
 
 // QueueSpec bounds the picker's queue; omitted fields keep their defaults.
 type QueueSpec struct {
-	MaxRequests    *int     `json:"maxRequests,omitempty"`
-	MaxBytes       *int64   `json:"maxBytes,omitempty"`
+	RoomSpec
 	MaxWaitSeconds *float64 `json:"maxWaitSeconds,omitempty"`
+}
+
+// RoomSpec bounds what the picker holds (admission.Room).
+type RoomSpec struct {
+	MaxRequests *int   `json:"maxRequests,omitempty"`
+	MaxBytes    *int64 `json:"maxBytes,omitempty"`
+}
+
+// apply sets the fields of r that the spec names.
+func (s RoomSpec) apply(r *admission.Room) {
+	setIf(&r.MaxRequests, s.MaxRequests)
+	setIf(&r.MaxBytes, s.MaxBytes)
 }
 
 // DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
@@ -330,8 +340,7 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 			return nil, fmt.Errorf("admission: missBudget must be in [0, %v] (a share of the requests; 0 sheds every overloaded request), got %v", admission.MaxMissBudget, b)
 		}
 		if q := a.Queue; q != nil {
-			setIf(&pl.Admission.Queue.MaxRequests, q.MaxRequests)
-			setIf(&pl.Admission.Queue.MaxBytes, q.MaxBytes)
+			q.apply(&pl.Admission.Queue.Room)
 			setIf(&pl.Admission.Queue.MaxWaitSeconds, q.MaxWaitSeconds)
 		}
 		if err := pl.Admission.Validate(); err != nil {
@@ -339,8 +348,7 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		}
 		if lb := a.LateBinding; lb != nil {
 			setIf(&pl.Admission.LateBinding.StartWithinChunks, lb.StartWithinChunks)
-			setIf(&pl.Admission.LateBinding.MaxRequests, lb.MaxRequests)
-			setIf(&pl.Admission.LateBinding.MaxBytes, lb.MaxBytes)
+			lb.apply(&pl.Admission.LateBinding.Room)
 		}
 		if err := pl.Admission.LateBinding.Validate(); err != nil {
 			return nil, fmt.Errorf("admission: %w", err)
