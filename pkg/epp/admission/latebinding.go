@@ -139,11 +139,12 @@ func (p Policy) Bind(cands []*datastore.View, promptTokens int, mayHold bool, m 
 		if mayHold && p.StartsSoon(v, promptTokens, m, start) {
 			return StartNow, 0
 		}
-		if drain := wait - start; drain > 0 {
-			// Time brings it near (its queued prefill drains); an endpoint
-			// held back by a request long in line there, or by an adapter
-			// slot, comes near only when something frees up.
-			retry = min(retry, max(drain, minRetrySeconds))
+		if until := wait - start; until > 0 {
+			// Time brings it near as its queued prefill drains. One whose
+			// wait is short already (until ≤ 0) but is held back by a
+			// request long in line there comes near only when something
+			// frees up.
+			retry = min(retry, max(until, minRetrySeconds))
 		}
 	}
 	switch {
