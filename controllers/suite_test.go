@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -221,16 +222,9 @@ var _ = AfterSuite(func() {
 // Gateway does after each translation, while envoyGatewayCalls is set (the
 // default: every spec but the one about a silent hook runs with a live one).
 func playEnvoyGateway(ctx context.Context) {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if envoyGatewayCalls.Load() {
-				_, _ = hook.PostTranslateModify(ctx, &extension.PostTranslateModifyRequest{})
-			}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if envoyGatewayCalls.Load() {
+			_, _ = hook.PostTranslateModify(ctx, &extension.PostTranslateModifyRequest{})
 		}
-	}
+	}, 200*time.Millisecond)
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/requestbody"
 	"github.com/igw-dev/igw/pkg/requestbody/bodytest"
@@ -268,40 +268,11 @@ func TestSetAdaptersWhileRouting(t *testing.T) {
 	<-done
 }
 
-// counter returns the value of the series of name with the given labels.
+// counter returns the value of the series of name with the given labels (0
+// before it is first counted).
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, labels) {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
-
-func matches(m *dto.Metric, labels map[string]string) bool {
-	n := 0
-	for _, lp := range m.GetLabel() {
-		if v, ok := labels[lp.GetName()]; ok {
-			if v != lp.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(labels)
+	return servetest.Value(servetest.FindSeries(servetest.Gather(t, reg), name, labels))
 }
 
 func TestMetricsCountOutcomes(t *testing.T) {

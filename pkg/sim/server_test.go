@@ -266,33 +266,6 @@ func TestLoRAAdaptersLoadListUnload(t *testing.T) {
 	}
 }
 
-func value(t testing.TB, families map[string]*dto.MetricFamily, name string) float64 {
-	t.Helper()
-	f := families[name]
-	if f == nil || len(f.Metric) == 0 {
-		t.Fatalf("metric %s missing", name)
-	}
-	m := f.Metric[0]
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	}
-	return 0
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.Label {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 func TestMetricsParseAndReportState(t *testing.T) {
 	_, base := startServer(t, nil)
 	post(t, base+"/v1/completions", `{"prompt":"`+tokenizer.GenerateText(1, 100)+`","max_tokens":4}`)
@@ -302,12 +275,12 @@ func TestMetricsParseAndReportState(t *testing.T) {
 		wire.VLLMPrefixCacheQueries: 100, wire.VLLMPrefixCacheHits: 0, wire.VLLMPromptTokens: 100,
 		wire.VLLMGenerationTokens: 4, wire.VLLMTimeToFirstToken: 1, wire.VLLME2ERequestLatency: 1, wire.VLLMInterTokenLatency: 3,
 	} {
-		if got := value(t, fams, name); got != want {
+		if got := servetest.Value(servetest.Series(t, fams, name, nil)); got != want {
 			t.Errorf("%s = %g, want %g", name, got, want)
 		}
 	}
 	info := fams[wire.VLLMCacheConfigInfo].Metric[0]
-	if label(info, wire.VLLMLabelBlockSize) != "16" || label(info, wire.VLLMLabelNumGPUBlocks) != "28181" {
+	if servetest.Label(info, wire.VLLMLabelBlockSize) != "16" || servetest.Label(info, wire.VLLMLabelNumGPUBlocks) != "28181" {
 		t.Errorf("cache_config_info labels %v", info.Label)
 	}
 	if _, ok := fams[wire.VLLMLoRARequestsInfo]; ok {
@@ -355,9 +328,9 @@ func TestFullKVCacheVisibleInMetrics(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) && (waiting == 0 || preemptions == 0) {
 		fams := servetest.Metrics(t, base+"/metrics")
-		waiting = max(waiting, value(t, fams, wire.VLLMNumRequestsWaiting))
-		preemptions = value(t, fams, wire.VLLMNumPreemptions)
-		if value(t, fams, wire.VLLMKVCacheUsagePerc) > 1 {
+		waiting = max(waiting, servetest.Value(servetest.Series(t, fams, wire.VLLMNumRequestsWaiting, nil)))
+		preemptions = servetest.Value(servetest.Series(t, fams, wire.VLLMNumPreemptions, nil))
+		if servetest.Value(servetest.Series(t, fams, wire.VLLMKVCacheUsagePerc, nil)) > 1 {
 			t.Fatal("KV usage above 1")
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -391,16 +364,16 @@ func TestLoRARequestsInfo(t *testing.T) {
 				newest = m
 			}
 		}
-		if label(newest, wire.VLLMLabelRunningLoRAAdapters) != "" && label(newest, wire.VLLMLabelWaitingLoRAAdapters) != "" {
+		if servetest.Label(newest, wire.VLLMLabelRunningLoRAAdapters) != "" && servetest.Label(newest, wire.VLLMLabelWaitingLoRAAdapters) != "" {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	running, waiting := label(newest, wire.VLLMLabelRunningLoRAAdapters), label(newest, wire.VLLMLabelWaitingLoRAAdapters)
+	running, waiting := servetest.Label(newest, wire.VLLMLabelRunningLoRAAdapters), servetest.Label(newest, wire.VLLMLabelWaitingLoRAAdapters)
 	// One slot: one adapter runs, the other waits for it.
 	if running == waiting || (running != "a" && running != "b") || (waiting != "a" && waiting != "b") ||
-		label(newest, wire.VLLMLabelMaxLoRA) != "1" {
-		t.Errorf("newest lora_requests_info: running %q waiting %q max_lora %q", running, waiting, label(newest, wire.VLLMLabelMaxLoRA))
+		servetest.Label(newest, wire.VLLMLabelMaxLoRA) != "1" {
+		t.Errorf("newest lora_requests_info: running %q waiting %q max_lora %q", running, waiting, servetest.Label(newest, wire.VLLMLabelMaxLoRA))
 	}
 	if newest.Gauge.GetValue() < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Errorf("lora_requests_info value %g is not a recent Unix time", newest.Gauge.GetValue())
@@ -408,8 +381,8 @@ func TestLoRARequestsInfo(t *testing.T) {
 	<-done
 	<-done
 	fams := servetest.Metrics(t, base+"/metrics")
-	if value(t, fams, wire.VLLMGenerationTokens) != 800 {
-		t.Errorf("generation tokens %g", value(t, fams, wire.VLLMGenerationTokens))
+	if servetest.Value(servetest.Series(t, fams, wire.VLLMGenerationTokens, nil)) != 800 {
+		t.Errorf("generation tokens %g", servetest.Value(servetest.Series(t, fams, wire.VLLMGenerationTokens, nil)))
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/igw-dev/igw/internal/servetest"
 	"github.com/igw-dev/igw/pkg/epp/config"
 	"github.com/igw-dev/igw/pkg/epp/config/configtest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
@@ -54,43 +54,6 @@ func streamed(usage string) *extproctest.Response {
 	}
 }
 
-func gather(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
-	t.Helper()
-	fams, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		out[f.GetName()] = f
-	}
-	return out
-}
-
-// series finds the metric of family name whose labels include want.
-func series(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-	t.Helper()
-	f := fams[name]
-	if f == nil {
-		t.Fatalf("%s is not exported", name)
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		return m
-	}
-	t.Fatalf("%s has no series with labels %v: %v", name, want, f.GetMetric())
-	return nil
-}
-
 func TestRequestsRecordTheInferenceExtensionsMetrics(t *testing.T) {
 	m, client, _ := picker(t)
 	ctx := context.Background()
@@ -114,55 +77,55 @@ func TestRequestsRecordTheInferenceExtensionsMetrics(t *testing.T) {
 		t.Fatalf("a broken body was routed: %v", err)
 	}
 
-	fams := gather(t, m)
-	if got := series(t, fams, metrics.ObjectiveRequests, model).GetCounter().GetValue(); got != 3 {
+	fams := servetest.Gather(t, m.Registry)
+	if got := servetest.Series(t, fams, metrics.ObjectiveRequests, model).GetCounter().GetValue(); got != 3 {
 		t.Errorf("%s{llama} = %v, want 3", metrics.ObjectiveRequests, got)
 	}
-	if got := series(t, fams, metrics.ObjectiveRequestErrors, map[string]string{"model_name": "llama", "error_code": metrics.ErrorModelServer}).GetCounter().GetValue(); got != 1 {
+	if got := servetest.Series(t, fams, metrics.ObjectiveRequestErrors, map[string]string{"model_name": "llama", "error_code": metrics.ErrorModelServer}).GetCounter().GetValue(); got != 1 {
 		t.Errorf("model server errors = %v, want 1", got)
 	}
-	if got := series(t, fams, metrics.ObjectiveRequestErrors, map[string]string{"model_name": "", "error_code": metrics.ErrorBadRequest}).GetCounter().GetValue(); got != 1 {
+	if got := servetest.Series(t, fams, metrics.ObjectiveRequestErrors, map[string]string{"model_name": "", "error_code": metrics.ErrorBadRequest}).GetCounter().GetValue(); got != 1 {
 		t.Errorf("bad requests = %v, want 1", got)
 	}
-	if got := series(t, fams, metrics.ObjectiveRunningRequests, map[string]string{"model_name": "llama"}).GetGauge().GetValue(); got != 0 {
+	if got := servetest.Series(t, fams, metrics.ObjectiveRunningRequests, map[string]string{"model_name": "llama"}).GetGauge().GetValue(); got != 0 {
 		t.Errorf("running requests after every response ended = %v", got)
 	}
-	in := series(t, fams, metrics.ObjectiveInputTokens, model).GetHistogram()
-	out := series(t, fams, metrics.ObjectiveOutputTokens, model).GetHistogram()
-	cached := series(t, fams, metrics.ObjectivePromptCachedTokens, model).GetHistogram()
+	in := servetest.Series(t, fams, metrics.ObjectiveInputTokens, model).GetHistogram()
+	out := servetest.Series(t, fams, metrics.ObjectiveOutputTokens, model).GetHistogram()
+	cached := servetest.Series(t, fams, metrics.ObjectivePromptCachedTokens, model).GetHistogram()
 	if in.GetSampleCount() != 2 || in.GetSampleSum() != 14 || out.GetSampleSum() != 4 || cached.GetSampleSum() != 8 {
 		t.Errorf("tokens: input %d/%v, output %v, cached %v; want 2 responses of 7 prompt, 2 completion, 4 cached tokens",
 			in.GetSampleCount(), in.GetSampleSum(), out.GetSampleSum(), cached.GetSampleSum())
 	}
 	for _, name := range []string{metrics.ObjectiveRequestDuration, metrics.ObjectiveNTPOT, metrics.ObjectiveResponseSizes} {
-		if n := series(t, fams, name, model).GetHistogram().GetSampleCount(); n != 2 {
+		if n := servetest.Series(t, fams, name, model).GetHistogram().GetSampleCount(); n != 2 {
 			t.Errorf("%s has %d observations, want the 2 successful responses", name, n)
 		}
 	}
-	if n := series(t, fams, metrics.ObjectiveRequestSizes, model).GetHistogram().GetSampleCount(); n != 3 {
+	if n := servetest.Series(t, fams, metrics.ObjectiveRequestSizes, model).GetHistogram().GetSampleCount(); n != 3 {
 		t.Errorf("%s has %d observations, want 3", metrics.ObjectiveRequestSizes, n)
 	}
-	if n := series(t, fams, metrics.ObjectiveTTFT, model).GetHistogram().GetSampleCount(); n != 2 {
+	if n := servetest.Series(t, fams, metrics.ObjectiveTTFT, model).GetHistogram().GetSampleCount(); n != 2 {
 		t.Errorf("%s has %d observations, want 2 (the 500 streamed no token)", metrics.ObjectiveTTFT, n)
 	}
-	if p := series(t, fams, metrics.ObjectivePredictedTTFT, model).GetHistogram(); p.GetSampleCount() != 3 || p.GetSampleSum() <= 0 {
+	if p := servetest.Series(t, fams, metrics.ObjectivePredictedTTFT, model).GetHistogram(); p.GetSampleCount() != 3 || p.GetSampleSum() <= 0 {
 		t.Errorf("predicted TTFT: %d observations summing to %v, want 3 positive ones", p.GetSampleCount(), p.GetSampleSum())
 	}
-	if got := series(t, fams, metrics.SchedulerAttempts, map[string]string{"status": "success"}).GetCounter().GetValue(); got != 3 {
+	if got := servetest.Series(t, fams, metrics.SchedulerAttempts, map[string]string{"status": "success"}).GetCounter().GetValue(); got != 3 {
 		t.Errorf("successful scheduling attempts %v, want 3", got)
 	}
-	e2e := series(t, fams, metrics.SchedulerE2EDuration, nil).GetHistogram().GetSampleCount()
-	own := series(t, fams, metrics.SchedulingDuration, nil).GetHistogram().GetSampleCount()
+	e2e := servetest.Series(t, fams, metrics.SchedulerE2EDuration, nil).GetHistogram().GetSampleCount()
+	own := servetest.Series(t, fams, metrics.SchedulingDuration, nil).GetHistogram().GetSampleCount()
 	if e2e != own || e2e != 3 {
 		t.Errorf("%s has %d observations, %s %d; want the same 3", metrics.SchedulerE2EDuration, e2e, metrics.SchedulingDuration, own)
 	}
-	series(t, fams, metrics.ExtensionInfo, nil)
+	servetest.Series(t, fams, metrics.ExtensionInfo, nil)
 }
 
 func TestPoolGaugesReadTheStoreAtScrapeTime(t *testing.T) {
 	m, _, store := picker(t)
 	pool := map[string]string{"name": "llama-pool"}
-	fams := gather(t, m)
+	fams := servetest.Gather(t, m.Registry)
 	checks := []struct {
 		name string
 		want float64
@@ -173,14 +136,14 @@ func TestPoolGaugesReadTheStoreAtScrapeTime(t *testing.T) {
 		{metrics.PoolReadyPods, 2}, // two pods, three endpoints
 	}
 	for _, c := range checks {
-		if got := series(t, fams, c.name, pool).GetGauge().GetValue(); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
+		if got := servetest.Series(t, fams, c.name, pool).GetGauge().GetValue(); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
 			t.Errorf("%s = %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := series(t, fams, metrics.PoolPerPodQueueSize, map[string]string{"name": "llama-pool", "model_server_pod": "10.0.0.2:8001"}).GetGauge().GetValue(); got != 5 {
+	if got := servetest.Series(t, fams, metrics.PoolPerPodQueueSize, map[string]string{"name": "llama-pool", "model_server_pod": "10.0.0.2:8001"}).GetGauge().GetValue(); got != 5 {
 		t.Errorf("per-pod queue of 10.0.0.2:8001 = %v, want 5", got)
 	}
-	if got := series(t, fams, metrics.EndpointKVCache, map[string]string{"endpoint": "10.0.0.2:8000"}).GetGauge().GetValue(); got != 0.4 {
+	if got := servetest.Series(t, fams, metrics.EndpointKVCache, map[string]string{"endpoint": "10.0.0.2:8000"}).GetGauge().GetValue(); got != 0.4 {
 		t.Errorf("KV of 10.0.0.2:8000 = %v", got)
 	}
 	if n := len(fams[metrics.EndpointKVCache].GetMetric()); n != 2 {
@@ -204,12 +167,12 @@ func TestClientModelNamesAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fams := gather(t, m)
+	fams := servetest.Gather(t, m.Registry)
 	f := fams[metrics.ObjectiveRequests]
 	if n := len(f.GetMetric()); n != metrics.MaxModelLabels+1 {
 		t.Errorf("%d model series, want %d and %s", n, metrics.MaxModelLabels, metrics.OtherModelLabel)
 	}
-	if got := series(t, fams, metrics.ObjectiveRequests, map[string]string{"model_name": metrics.OtherModelLabel}).GetCounter().GetValue(); got != 20 {
+	if got := servetest.Series(t, fams, metrics.ObjectiveRequests, map[string]string{"model_name": metrics.OtherModelLabel}).GetCounter().GetValue(); got != 20 {
 		t.Errorf("%s counted %v requests, want 20", metrics.OtherModelLabel, got)
 	}
 }
