@@ -6,24 +6,52 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// ExtProcPorts are the ports every ext_proc process (the BBR, the EPP) has.
-type ExtProcPorts struct {
-	GRPC, Health, Metrics *int
-	// BindAddress is the address every port listens on.
+// PortFlag is one listening port's flag: its name (without "--"), the
+// option it sets and what the port serves.
+type PortFlag struct {
+	Name  string
+	Value *int
+	Usage string
+}
+
+// Listen is a process's listening options: its ports and the one address
+// they all listen on.
+type Listen struct {
+	Ports       []PortFlag
 	BindAddress *string
+	// BindUsage describes --bind-address (default: empty means every interface).
+	BindUsage string
 }
 
-// AddFlags registers --grpc-port, --health-port, --metrics-port and --bind-address.
-func (p ExtProcPorts) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(p.GRPC, "grpc-port", *p.GRPC, "Port of the ext_proc gRPC service.")
-	fs.IntVar(p.Health, "health-port", *p.Health, "Port of the gRPC health service (grpc.health.v1).")
-	fs.IntVar(p.Metrics, "metrics-port", *p.Metrics, "Port of /metrics, /healthz and /readyz over HTTP.")
-	fs.StringVar(p.BindAddress, "bind-address", *p.BindAddress, "Address to listen on (empty: all interfaces).")
+// ExtProcListen is what every ext_proc process (the BBR, the EPP) listens
+// on: --grpc-port, --health-port, --metrics-port and --bind-address.
+func ExtProcListen(grpc, health, metrics *int, bindAddress *string) Listen {
+	return Listen{Ports: []PortFlag{
+		{"grpc-port", grpc, "Port of the ext_proc gRPC service."},
+		{"health-port", health, "Port of the gRPC health service (grpc.health.v1)."},
+		{"metrics-port", metrics, "Port of /metrics, /healthz and /readyz over HTTP."},
+	}, BindAddress: bindAddress}
 }
 
-// Ports returns the three ports for CheckPorts, before a process's own.
-func (p ExtProcPorts) Ports(more ...Port) []Port {
-	return append([]Port{{"--grpc-port", *p.GRPC}, {"--health-port", *p.Health}, {"--metrics-port", *p.Metrics}}, more...)
+// AddFlags registers each port's flag and --bind-address.
+func (l Listen) AddFlags(fs *pflag.FlagSet) {
+	for _, p := range l.Ports {
+		fs.IntVar(p.Value, p.Name, *p.Value, p.Usage)
+	}
+	usage := l.BindUsage
+	if usage == "" {
+		usage = "Address to listen on (empty: all interfaces)."
+	}
+	fs.StringVar(l.BindAddress, "bind-address", *l.BindAddress, usage)
+}
+
+// Check is CheckPorts of l's ports followed by more (a process's optional ones).
+func (l Listen) Check(more ...Port) []error {
+	ports := make([]Port, 0, len(l.Ports)+len(more))
+	for _, p := range l.Ports {
+		ports = append(ports, Port{Flag: "--" + p.Name, Port: *p.Value})
+	}
+	return CheckPorts(append(ports, more...))
 }
 
 // Port is a port option: its flag and its value.

@@ -58,7 +58,7 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.ports().AddFlags(fs)
+	o.listen().AddFlags(fs)
 	o.TLS.AddFlags(fs, "the ext_proc port (--grpc-port)")
 	fs.IntVar(&o.ModelsPort, "models-port", o.ModelsPort, "Port of GET /v1/models over HTTP: the OpenAI model list of --model-list-file.")
 	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Largest JSON request body accepted; larger ones get 413.")
@@ -69,8 +69,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BodyMode, "body-mode", o.BodyMode, "Request body mode of Envoy's ext_proc filter: buffered or streamed (FULL_DUPLEX_STREAMED). A mode Envoy announces overrides it.")
 }
 
-func (o *Options) ports() serve.ExtProcPorts {
-	return serve.ExtProcPorts{GRPC: &o.GRPCPort, Health: &o.HealthPort, Metrics: &o.MetricsPort, BindAddress: &o.BindAddress}
+// listen is what the BBR listens on.
+func (o *Options) listen() serve.Listen {
+	return serve.ExtProcListen(&o.GRPCPort, &o.HealthPort, &o.MetricsPort, &o.BindAddress)
 }
 
 // Complete normalizes the options: the body mode may also be given by Envoy's
@@ -84,7 +85,7 @@ func (o *Options) Complete() {
 
 // Validate rejects inconsistent options.
 func (o *Options) Validate() error {
-	errs := serve.CheckPorts(o.ports().Ports(serve.Port{Flag: "--models-port", Port: o.ModelsPort}))
+	errs := o.listen().Check(serve.Port{Flag: "--models-port", Port: o.ModelsPort})
 	if o.MaxRequestBodyBytes <= 0 {
 		errs = append(errs, errors.New("--max-request-body-bytes must be positive"))
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -16,36 +15,8 @@ import (
 
 // Options configure one gateway process.
 type Options struct {
-	Port int
-	// BindAddress is the address the port listens on: loopback unless told
-	// otherwise, so a gateway is never open to the network by accident.
-	BindAddress string
-
-	// The front door, in wall-clock time (never scaled by TimeScale: they
-	// guard the process against real clients). ReadHeaderTimeout bounds a
-	// request's headers, BodyReadTimeout its body from the end of the
-	// headers, IdleTimeout a keep-alive connection between requests;
-	// ShutdownGrace is how long requests in flight may finish after SIGTERM.
-	ReadHeaderTimeout time.Duration
-	BodyReadTimeout   time.Duration
-	IdleTimeout       time.Duration
-	ShutdownGrace     time.Duration
-	// MaxConnections caps open client connections and MaxConcurrentRequests
-	// the inference requests in flight; the excess is answered at once (503
-	// and 429, with Retry-After) rather than queued.
-	MaxConnections        int
-	MaxConcurrentRequests int
-	// MaxBufferedBytes is the memory budget of every request body buffered
-	// at once (with its decoded prompt); a body that does not fit in what is
-	// left gets 503 with Retry-After.
-	MaxBufferedBytes int64
-	// MaxHeaderBytes bounds a request's headers (431 beyond).
-	MaxHeaderBytes int
-	// TrustedCIDRs are the client sources whose reserved headers (x-gateway-*,
-	// x-igw-*: routing, priority, debug) are kept; every other client's are
-	// removed. AllowDebugHeader lets trusted clients ask for x-igw-debug.
-	TrustedCIDRs     []string
-	AllowDebugHeader bool
+	// FrontDoor is where the gateway listens and what guards it against its clients.
+	FrontDoor
 
 	// ConfigFile maps models to pools (Config). Without it, one pool comes
 	// from EndpointsFile (or the InferencePool PoolNamespace/PoolName),
@@ -71,8 +42,7 @@ type Options struct {
 	// Telemetry is how each pool's picker reads its endpoints (the EPP's
 	// flags); the model lists are read for the igw policy only.
 	eppoptions.Telemetry
-	MaxBodyBytes int64
-	Seed         uint64
+	Seed uint64
 	// RequestTimeout bounds a whole proxied request (0: none); DialTimeout a
 	// connection attempt to a model server, after which the next fallback is tried.
 	RequestTimeout time.Duration
@@ -95,47 +65,24 @@ type Options struct {
 
 	// Resolved is the pool configuration, set by Complete.
 	Resolved *Config
-	// trusted is TrustedCIDRs parsed, set by Complete.
-	trusted []netip.Prefix
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Port:                  8080,
-		BindAddress:           "127.0.0.1",
-		ReadHeaderTimeout:     10 * time.Second,
-		BodyReadTimeout:       30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		ShutdownGrace:         30 * time.Second,
-		MaxConnections:        8192,
-		MaxConcurrentRequests: 4096,
-		MaxBufferedBytes:      1 << 30,
-		MaxHeaderBytes:        64 << 10,
-		Policy:                PolicyIGW,
-		ConfigPollInterval:    250 * time.Millisecond,
-		Telemetry:             eppoptions.DefaultTelemetry(),
-		MaxBodyBytes:          64 << 20,
-		DialTimeout:           2 * time.Second,
-		FirstByteTimeout:      30 * time.Second,
-		TimeScale:             1,
+		FrontDoor:          DefaultFrontDoor(),
+		Policy:             PolicyIGW,
+		ConfigPollInterval: 250 * time.Millisecond,
+		Telemetry:          eppoptions.DefaultTelemetry(),
+		DialTimeout:        2 * time.Second,
+		FirstByteTimeout:   30 * time.Second,
+		TimeScale:          1,
 	}
 }
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Port, "port", o.Port, "Port of the OpenAI API (0: any free port, printed at start).")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (0.0.0.0 or :: for every interface).")
-	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "Bound on reading a request's headers (wall clock).")
-	fs.DurationVar(&o.BodyReadTimeout, "body-read-timeout", o.BodyReadTimeout, "Bound on reading a request's body after its headers; a slower upload gets 408 (wall clock).")
-	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "How long a keep-alive connection may wait for its next request (wall clock).")
-	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "After SIGTERM, how long requests in flight (streams included) may finish before they are cut (wall clock).")
-	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "Open client connections at most; a connection beyond gets 503 with Retry-After and is closed.")
-	fs.IntVar(&o.MaxConcurrentRequests, "max-concurrent-requests", o.MaxConcurrentRequests, "Inference requests in flight at most; one beyond gets 429 with Retry-After.")
-	fs.Int64Var(&o.MaxBufferedBytes, "max-buffered-bytes", o.MaxBufferedBytes, "Memory budget of the request bodies buffered at once, each counted twice (the body and its decoded prompt); a body that does not fit gets 503 with Retry-After. At least twice --max-body-bytes.")
-	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Largest request header block; larger ones get 431.")
-	fs.StringSliceVar(&o.TrustedCIDRs, "trusted-cidrs", o.TrustedCIDRs, "Client sources (CIDRs or addresses) whose x-gateway-* and x-igw-* headers are kept; every other client's are removed (default: none).")
-	fs.BoolVar(&o.AllowDebugHeader, "allow-debug-header", o.AllowDebugHeader, "Answer x-igw-debug: 1 from trusted clients (--trusted-cidrs) with the pick's x-igw-score-breakdown.")
+	o.FrontDoor.AddFlags(fs)
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Gateway configuration (YAML): pools of endpoints and the models and adapters each serves.")
 	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile, "Without --config: the one pool's endpoints (the EPP's YAML list of {address, port, labels}); reloaded on change.")
 	fs.StringVar(&o.PoolName, "pool-name", o.PoolName, "Without --config, instead of --endpoints-file: the InferencePool whose ready Pods are the one pool's endpoints, followed through the API server; the last endpoints seen keep serving while the API server is unreachable.")
@@ -147,7 +94,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Every pool's default routing policy: "+strings.Join(o.Policies.Names(), ", ")+".")
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often endpoints and EPP configuration files are re-read.")
 	o.Telemetry.AddFlags(fs)
-	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body; larger ones get 413.")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the pickers' random choices.")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Bound on one proxied request, response included (0: none).")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to a model server before trying the next fallback.")
@@ -161,11 +107,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Complete fills defaults and resolves the pool configuration.
 func (o *Options) Complete() error {
 	o.Telemetry.Complete()
-	trusted, err := parseTrusted(o.TrustedCIDRs)
-	if err != nil {
+	if err := o.FrontDoor.complete(); err != nil {
 		return err
 	}
-	o.trusted = trusted
 	if o.ConfigFile != "" {
 		c, err := LoadConfig(o.ConfigFile)
 		if err != nil {
@@ -202,20 +146,16 @@ func (o *Options) Validate() error {
 	if o.ConfigFile != "" && (len(o.ServedModelNames) > 0 || len(o.Adapters) > 0 || o.EPPConfig != "" || o.PoolNamespace != "") {
 		bad("--served-model-name, --adapter, --epp-config and --pool-namespace describe the pool of --endpoints-file or --pool-name; with --config, set them in the file")
 	}
-	if o.Port < 0 || o.Port > 65535 {
-		bad("--port %d is out of range", o.Port)
-	}
 	if !o.Policies.Known(o.Policy) {
 		bad("--policy must be one of %s, got %q", strings.Join(o.Policies.Names(), ", "), o.Policy)
 	}
+	errs = append(errs, o.FrontDoor.validate()...)
 	if err := o.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	switch {
 	case o.ConfigPollInterval <= 0:
 		bad("--config-poll-interval must be positive")
-	case o.MaxBodyBytes <= 0:
-		bad("--max-body-bytes must be positive")
 	case o.RequestTimeout < 0 || o.DialTimeout <= 0 || o.FirstByteTimeout < 0:
 		bad("--request-timeout and --first-byte-timeout must not be negative, --dial-timeout must be positive")
 	case !(o.TimeScale > 0):
@@ -223,19 +163,6 @@ func (o *Options) Validate() error {
 	}
 	if o.GlobalSummaryTokenFile != "" && o.Cluster == "" {
 		bad("--cluster is required with --global-summary-token-file: the summary names its cluster")
-	}
-	if o.BindAddress == "" {
-		bad("--bind-address must name an address (0.0.0.0 or :: for every interface)")
-	}
-	if o.ReadHeaderTimeout <= 0 || o.BodyReadTimeout <= 0 || o.IdleTimeout <= 0 || o.ShutdownGrace < 0 {
-		bad("--read-header-timeout, --body-read-timeout and --idle-timeout must be positive, --shutdown-grace not negative")
-	}
-	if o.MaxConnections <= 0 || o.MaxConcurrentRequests <= 0 || o.MaxHeaderBytes <= 0 {
-		bad("--max-connections, --max-concurrent-requests and --max-header-bytes must be positive")
-	}
-	if o.MaxBodyBytes > 0 && o.MaxBufferedBytes < 2*o.MaxBodyBytes {
-		bad("--max-buffered-bytes (%d) must be at least twice --max-body-bytes (%d): a body is counted with its decoded prompt",
-			o.MaxBufferedBytes, o.MaxBodyBytes)
 	}
 	if o.Resolved == nil {
 		bad("options are not completed")
@@ -260,23 +187,4 @@ func countSet(values ...string) int {
 		}
 	}
 	return n
-}
-
-// parseTrusted reads --trusted-cidrs: prefixes, or bare addresses standing
-// for themselves.
-func parseTrusted(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("--trusted-cidrs %q: want a CIDR (10.0.0.0/8) or an address", s)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
 }

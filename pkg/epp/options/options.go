@@ -100,7 +100,7 @@ func New() *Options {
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.ports().AddFlags(fs)
+	o.listen().AddFlags(fs)
 	o.TLS.AddFlags(fs, "the ext_proc port (--grpc-port)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Scheduling configuration file (YAML); reloaded on change. Empty: the built-in default.")
 	fs.DurationVar(&o.ConfigPollInterval, "config-poll-interval", o.ConfigPollInterval, "How often the configuration and endpoints files are re-read.")
@@ -125,12 +125,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Region, "region", o.Region, "This member cluster's region, for the summary.")
 }
 
+// listen is what the EPP listens on.
+func (o *Options) listen() serve.Listen {
+	return serve.ExtProcListen(&o.GRPCPort, &o.HealthPort, &o.MetricsPort, &o.BindAddress)
+}
+
 // GlobalSummary says whether the global tier's summary is served.
 func (o *Options) GlobalSummary() bool { return o.GlobalSummaryTokenFile != "" }
-
-func (o *Options) ports() serve.ExtProcPorts {
-	return serve.ExtProcPorts{GRPC: &o.GRPCPort, Health: &o.HealthPort, Metrics: &o.MetricsPort, BindAddress: &o.BindAddress}
-}
 
 // Complete fills defaults that depend on other options or the environment.
 func (o *Options) Complete() {
@@ -168,7 +169,7 @@ func (o *Options) Validate() error {
 	if o.GlobalSummary() {
 		summaryPort = append(summaryPort, serve.Port{Flag: "--global-summary-port", Port: o.GlobalSummaryPort})
 	}
-	if errs := serve.CheckPorts(o.ports().Ports(summaryPort...)); len(errs) > 0 {
+	if errs := o.listen().Check(summaryPort...); len(errs) > 0 {
 		return errs[0]
 	}
 	if err := o.TLS.Validate(); err != nil {

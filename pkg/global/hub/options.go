@@ -53,11 +53,8 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.listen().AddFlags(fs)
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "The hub's configuration (YAML): region, members, models, pipeline or policy, health.")
-	fs.IntVar(&o.GRPCPort, "grpc-port", o.GRPCPort, "Port of the ext_proc gRPC service (Envoy's global route).")
-	fs.IntVar(&o.HTTPPort, "http-port", o.HTTPPort, "Port of the standalone OpenAI front that proxies to the picked member itself (0: off).")
-	fs.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "Port of /metrics, /healthz, /readyz and /status (the members' state as JSON).")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on (empty: all interfaces).")
 	fs.StringVar(&o.Region, "region", o.Region, "The hub's own region, a request's origin without x-igw-client-region (default: the configuration's).")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error.")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the picker's random choices.")
@@ -65,6 +62,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Standalone front: bound on one proxied request, response included (0: none).")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body; larger ones get 413.")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "After SIGTERM, how long requests in flight may finish.")
+}
+
+// listen is what the hub listens on.
+func (o *Options) listen() serve.Listen {
+	return serve.Listen{Ports: []serve.PortFlag{
+		{Name: "grpc-port", Value: &o.GRPCPort, Usage: "Port of the ext_proc gRPC service (Envoy's global route)."},
+		{Name: "http-port", Value: &o.HTTPPort, Usage: "Port of the standalone OpenAI front that proxies to the picked member itself (0: off)."},
+		{Name: "metrics-port", Value: &o.MetricsPort, Usage: "Port of /metrics, /healthz, /readyz and /status (the members' state as JSON)."},
+	}, BindAddress: &o.BindAddress}
 }
 
 // Complete reads the configuration file and applies --region.
@@ -97,8 +103,7 @@ func (o *Options) Validate() error {
 	if o.completeErr != nil {
 		errs = append(errs, o.completeErr)
 	}
-	errs = append(errs, serve.CheckPorts([]serve.Port{{Flag: "--grpc-port", Port: o.GRPCPort},
-		{Flag: "--http-port", Port: o.HTTPPort}, {Flag: "--metrics-port", Port: o.MetricsPort}})...)
+	errs = append(errs, o.listen().Check()...)
 	if o.DialTimeout <= 0 || o.RequestTimeout < 0 || o.ShutdownGrace < 0 {
 		errs = append(errs, errors.New("--dial-timeout must be positive, --request-timeout and --shutdown-grace not negative"))
 	}
