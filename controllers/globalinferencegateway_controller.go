@@ -42,9 +42,8 @@ var globalChildren = childKinds{
 var requiredGlobalKinds = []schema.GroupVersionKind{GVKHTTPRoute, GVKBackend, GVKBackendTrafficPolicy, GVKEnvoyExtensionPolicy}
 
 var globalStatusAccess = statusAccess[*igwv1.GlobalInferenceGateway, igwv1.GlobalInferenceGatewayStatus]{
-	of:         func(g *igwv1.GlobalInferenceGateway) *igwv1.GlobalInferenceGatewayStatus { return &g.Status },
-	conditions: func(s *igwv1.GlobalInferenceGatewayStatus) []metav1.Condition { return s.Conditions },
-	warn:       []string{igwv1.ConditionReady},
+	of:   func(g *igwv1.GlobalInferenceGateway) *igwv1.GlobalInferenceGatewayStatus { return &g.Status },
+	warn: []string{igwv1.ConditionReady},
 }
 
 // Reconcile renders, applies and reports one GlobalInferenceGateway

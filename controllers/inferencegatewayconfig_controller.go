@@ -5,7 +5,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,9 +64,8 @@ func crossNamespace(cfg *igwv1.InferenceGatewayConfig) bool {
 }
 
 var configStatusAccess = statusAccess[*igwv1.InferenceGatewayConfig, igwv1.InferenceGatewayConfigStatus]{
-	of:         func(c *igwv1.InferenceGatewayConfig) *igwv1.InferenceGatewayConfigStatus { return &c.Status },
-	conditions: func(s *igwv1.InferenceGatewayConfigStatus) []metav1.Condition { return s.Conditions },
-	warn:       []string{igwv1.ConditionReady},
+	of:   func(c *igwv1.InferenceGatewayConfig) *igwv1.InferenceGatewayConfigStatus { return &c.Status },
+	warn: []string{igwv1.ConditionReady},
 }
 
 // Reconcile renders, applies and reports one InferenceGatewayConfig

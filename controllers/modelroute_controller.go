@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,9 +50,8 @@ func requiredRouteKinds(cfg *igwv1.InferenceGatewayConfig) []schema.GroupVersion
 }
 
 var routeStatusAccess = statusAccess[*igwv1.ModelRoute, igwv1.ModelRouteStatus]{
-	of:         func(mr *igwv1.ModelRoute) *igwv1.ModelRouteStatus { return &mr.Status },
-	conditions: func(s *igwv1.ModelRouteStatus) []metav1.Condition { return s.Conditions },
-	warn:       []string{igwv1.ConditionResolvedRefs, igwv1.ConditionReady},
+	of:   func(mr *igwv1.ModelRoute) *igwv1.ModelRouteStatus { return &mr.Status },
+	warn: []string{igwv1.ConditionResolvedRefs, igwv1.ConditionReady},
 }
 
 // Reconcile renders, applies and reports one ModelRoute (reconcileOwner): a

@@ -39,14 +39,17 @@ type Common struct {
 	HookBound time.Duration
 }
 
-// statusAccess reaches one kind's status and its conditions, so that one
-// deferred status write serves every reconciler.
-type statusAccess[O interface {
+// owner is an object of the kinds that own children (the igw kinds).
+type owner[O any] interface {
 	client.Object
 	DeepCopy() O
-}, S any] struct {
-	of         func(O) *S
-	conditions func(*S) []metav1.Condition
+	GetConditions() []metav1.Condition
+}
+
+// statusAccess reaches one kind's status, so that one
+// deferred status write serves every reconciler.
+type statusAccess[O owner[O], S any] struct {
+	of func(O) *S
 	// warn are the condition types whose newly wrong reason is a warning event.
 	warn []string
 }
@@ -68,7 +71,7 @@ func (a statusAccess[O, S]) end(ctx context.Context, c *Common, obj O, prev, nex
 	}
 	base := obj.DeepCopy()
 	*a.of(base), *a.of(obj) = prev, next
-	warnOnNewReason(c.Events, obj, a.conditions(&prev), a.conditions(&next), a.warn...)
+	warnOnNewReason(c.Events, obj, base.GetConditions(), obj.GetConditions(), a.warn...)
 	if err = errors.Join(err, patchStatus(ctx, c.Client, base, obj, prev, next)); err != nil || refsOK {
 		return ctrl.Result{}, true, err
 	}
@@ -101,10 +104,7 @@ type ownerHooks[O any, Obs any] struct {
 // from it would leave children that nothing deletes), run, and the status of
 // what run observed written on every path, errors included, by one deferred
 // end.
-func reconcileOwner[O interface {
-	client.Object
-	DeepCopy() O
-}, S, Obs any, PObs observation[Obs]](ctx context.Context, c *Common, w *lazyWatches, key types.NamespacedName, obj O,
+func reconcileOwner[O owner[O], S, Obs any, PObs observation[Obs]](ctx context.Context, c *Common, w *lazyWatches, key types.NamespacedName, obj O,
 	a statusAccess[O, S], run func(context.Context, O, *Obs) error, status func(O, Obs, error) S, hooks ownerHooks[O, Obs]) (res ctrl.Result, err error) {
 	if err := w.ensure(); err != nil {
 		return ctrl.Result{}, err

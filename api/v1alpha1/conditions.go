@@ -1,5 +1,17 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// GetConditions returns the route's status conditions, so that code may
+// handle every igw kind's conditions alike.
+func (m *ModelRoute) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// GetConditions returns the config's status conditions.
+func (c *InferenceGatewayConfig) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// GetConditions returns the gateway's status conditions.
+func (g *GlobalInferenceGateway) GetConditions() []metav1.Condition { return g.Status.Conditions }
+
 // Condition types. Each condition carries the observedGeneration it was
 // computed for; a status stays Unknown until the operator could observe what
 // the condition says.

@@ -85,12 +85,6 @@ func (f *FrontDoor) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.MaxBodyBytes, "max-body-bytes", f.MaxBodyBytes, "Largest request body; larger ones get 413.")
 }
 
-// listen is the front door's port and address.
-func (f *FrontDoor) listen() serve.Listen {
-	return serve.Listen{Ports: []serve.PortFlag{{Name: "port", Value: &f.Port, Usage: "Port of the OpenAI API (0: any free port, printed at start)."}},
-		BindAddress: &f.BindAddress, BindUsage: "Address to listen on (0.0.0.0 or :: for every interface)."}
-}
-
 // complete parses --trusted-cidrs.
 func (f *FrontDoor) complete() error {
 	trusted, err := parseTrusted(f.TrustedCIDRs)
@@ -135,4 +129,10 @@ func parseTrusted(list []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// listen is the front door's port and address.
+func (f *FrontDoor) listen() serve.Listen {
+	return serve.Listen{Ports: []serve.PortFlag{{Name: "port", Value: &f.Port, Usage: "Port of the OpenAI API (0: any free port, printed at start)."}},
+		BindAddress: &f.BindAddress, BindUsage: "Address to listen on (0.0.0.0 or :: for every interface)."}
 }

@@ -64,15 +64,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "After SIGTERM, how long requests in flight may finish.")
 }
 
-// listen is what the hub listens on.
-func (o *Options) listen() serve.Listen {
-	return serve.Listen{Ports: []serve.PortFlag{
-		{Name: "grpc-port", Value: &o.GRPCPort, Usage: "Port of the ext_proc gRPC service (Envoy's global route)."},
-		{Name: "http-port", Value: &o.HTTPPort, Usage: "Port of the standalone OpenAI front that proxies to the picked member itself (0: off)."},
-		{Name: "metrics-port", Value: &o.MetricsPort, Usage: "Port of /metrics, /healthz, /readyz and /status (the members' state as JSON)."},
-	}, BindAddress: &o.BindAddress}
-}
-
 // Complete reads the configuration file and applies --region.
 func (o *Options) Complete() {
 	o.completeErr = nil
@@ -118,3 +109,12 @@ func (o *Options) Validate() error {
 
 // Level is the log level --log-level names.
 func (o *Options) Level() slog.Level { return o.level }
+
+// listen is what the hub listens on.
+func (o *Options) listen() serve.Listen {
+	return serve.Listen{Ports: []serve.PortFlag{
+		{Name: "grpc-port", Value: &o.GRPCPort, Usage: "Port of the ext_proc gRPC service (Envoy's global route)."},
+		{Name: "http-port", Value: &o.HTTPPort, Usage: "Port of the standalone OpenAI front that proxies to the picked member itself (0: off)."},
+		{Name: "metrics-port", Value: &o.MetricsPort, Usage: "Port of /metrics, /healthz, /readyz and /status (the members' state as JSON)."},
+	}, BindAddress: &o.BindAddress}
+}
