@@ -28,7 +28,6 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"slices"
@@ -42,6 +41,7 @@ import (
 	"github.com/igw-dev/igw/pkg/apierror"
 	"github.com/igw-dev/igw/pkg/bbr"
 	"github.com/igw-dev/igw/pkg/epp/source"
+	"github.com/igw-dev/igw/pkg/frontdoor"
 	"github.com/igw-dev/igw/pkg/globalsummary"
 	"github.com/igw-dev/igw/pkg/openaimodels"
 	"github.com/igw-dev/igw/pkg/requestbody"
@@ -69,12 +69,9 @@ type Gateway struct {
 	parsers sync.Pool
 	group   serve.Group
 
-	// The front door (frontdoor.go): inference requests in flight, the
-	// buffered bodies' budget, the connection cap once listening, and
-	// whether a shutdown is draining requests.
-	inFlight atomic.Int64
-	budget   *budget
-	conns    atomic.Pointer[connLimiter]
+	// door is the front door; draining says whether a shutdown is draining
+	// requests.
+	door     *frontdoor.Door
 	draining atomic.Bool
 }
 
@@ -85,7 +82,7 @@ func New(o *Options, log *slog.Logger) (*Gateway, error) {
 		return nil, errors.New("gateway options are not completed")
 	}
 	g := &Gateway{opts: o, log: log, clock: newClock(o.TimeScale), byModel: map[string]*pool{},
-		bbr: bbr.NewRouter(bbr.RouterConfig{MaxRequestBodyBytes: o.MaxBodyBytes}), budget: newBudget(o.MaxBufferedBytes)}
+		bbr: bbr.NewRouter(bbr.RouterConfig{MaxRequestBodyBytes: o.MaxBodyBytes}), door: frontdoor.New(&o.Options, "gateway")}
 	g.group.Host = o.BindAddress
 	g.parsers.New = func() any { return new(requestbody.Parser) }
 	g.bbr.SetAdapters(o.Resolved.adapterMap())
@@ -147,7 +144,7 @@ func (g *Gateway) Handler() http.Handler {
 	if g.summary != nil {
 		mux.Handle("GET "+wire.GlobalSummaryPath, g.summary)
 	}
-	return g.guard(apierror.Routes(mux, servedPaths))
+	return g.door.Guard(apierror.Routes(mux, servedPaths))
 }
 
 // InferencePaths are the OpenAI endpoints the gateway routes.
@@ -198,39 +195,25 @@ func (g *Gateway) Addr() string { return g.group.Addr("http") }
 // when not nil, is closed once the port is open.
 func (g *Gateway) Run(ctx context.Context, ready chan<- struct{}) error {
 	o := g.opts
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: o.ReadHeaderTimeout, IdleTimeout: o.IdleTimeout,
-		// Above the limit, so that the handler answers headers over it with
-		// an OpenAI error; net/http's own 431 is plain text.
-		MaxHeaderBytes: 2 * o.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
-	g.group.HTTP("http", o.Port, srv, o.ShutdownGrace)
-	g.group.WrapListener("http", func(l net.Listener) net.Listener {
-		c := newConnLimiter(l, o.MaxConnections)
-		g.conns.Store(c)
-		return c
-	})
+	g.group.HTTP("http", o.Port, g.door.Server(g.Handler(), g.log), o.ShutdownGrace)
+	g.group.WrapListener("http", g.door.Listener)
 	for _, p := range g.pools {
 		g.group.Go("pool "+p.cfg.Name, func(ctx context.Context) error { p.run(ctx); return nil })
 	}
 	if g.summaryTokens != nil {
 		g.group.Go("summary tokens", g.runSummaryTokens)
 	}
-	g.group.Go("body collector", func(ctx context.Context) error { g.budget.collectGarbage(ctx.Done()); return nil })
+	g.group.Go("body collector", g.door.CollectGarbage)
 	g.group.Started = func() { g.log.Info("gateway serving", "addr", g.Addr(), "pools", len(g.pools)) }
 	g.group.Stopping = func() {
 		g.draining.Store(true)
-		g.log.Info("gateway draining", "inFlight", g.inFlight.Load(), "grace", o.ShutdownGrace)
+		g.log.Info("gateway draining", "inFlight", g.door.InFlight(), "grace", o.ShutdownGrace)
 	}
 	return g.group.Run(ctx, ready)
 }
 
 // OpenConnections is the number of client connections open now.
-func (g *Gateway) OpenConnections() int64 {
-	if c := g.conns.Load(); c != nil {
-		return c.Open()
-	}
-	return 0
-}
+func (g *Gateway) OpenConnections() int64 { return g.door.OpenConnections() }
 
 // modelList is every served name and adapter, in configuration order (each
 // pool's models, then its adapters by name); adapters name their base model as

@@ -8,15 +8,25 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/igw-dev/igw/internal/serve"
 	eppoptions "github.com/igw-dev/igw/pkg/epp/options"
 	"github.com/igw-dev/igw/pkg/epp/source"
+	"github.com/igw-dev/igw/pkg/frontdoor"
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
 // Options configure one gateway process.
 type Options struct {
-	// FrontDoor is where the gateway listens and what guards it against its clients.
-	FrontDoor
+	Port int
+	// BindAddress is the address the port listens on: loopback unless told
+	// otherwise, so a gateway is never open to the network by accident.
+	BindAddress string
+	// Options are the front door's bounds against clients (wall-clock time,
+	// never scaled by TimeScale).
+	frontdoor.Options
+	// AllowDebugHeader lets trusted clients (TrustedCIDRs) ask for
+	// x-igw-debug.
+	AllowDebugHeader bool
 
 	// ConfigFile maps models to pools (Config). Without it, one pool comes
 	// from EndpointsFile (or the InferencePool PoolNamespace/PoolName),
@@ -70,7 +80,9 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		FrontDoor:          DefaultFrontDoor(),
+		Port:               8080,
+		BindAddress:        "127.0.0.1",
+		Options:            frontdoor.Defaults(),
 		Policy:             PolicyIGW,
 		ConfigPollInterval: 250 * time.Millisecond,
 		Telemetry:          eppoptions.DefaultTelemetry(),
@@ -82,7 +94,9 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.FrontDoor.AddFlags(fs)
+	o.listen().AddFlags(fs)
+	o.Options.AddFlags(fs)
+	fs.BoolVar(&o.AllowDebugHeader, "allow-debug-header", o.AllowDebugHeader, "Answer x-igw-debug: 1 from trusted clients (--trusted-cidrs) with the pick's x-igw-score-breakdown.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Gateway configuration (YAML): pools of endpoints and the models and adapters each serves.")
 	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile, "Without --config: the one pool's endpoints (the EPP's YAML list of {address, port, labels}); reloaded on change.")
 	fs.StringVar(&o.PoolName, "pool-name", o.PoolName, "Without --config, instead of --endpoints-file: the InferencePool whose ready Pods are the one pool's endpoints, followed through the API server; the last endpoints seen keep serving while the API server is unreachable.")
@@ -107,7 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Complete fills defaults and resolves the pool configuration.
 func (o *Options) Complete() error {
 	o.Telemetry.Complete()
-	if err := o.FrontDoor.complete(); err != nil {
+	if err := o.Options.Complete(); err != nil {
 		return err
 	}
 	if o.ConfigFile != "" {
@@ -149,7 +163,11 @@ func (o *Options) Validate() error {
 	if !o.Policies.Known(o.Policy) {
 		bad("--policy must be one of %s, got %q", strings.Join(o.Policies.Names(), ", "), o.Policy)
 	}
-	errs = append(errs, o.FrontDoor.validate()...)
+	errs = append(errs, o.listen().Check()...)
+	if o.BindAddress == "" {
+		bad("--bind-address must name an address (0.0.0.0 or :: for every interface)")
+	}
+	errs = append(errs, o.Options.Validate()...)
 	if err := o.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -187,4 +205,10 @@ func countSet(values ...string) int {
 		}
 	}
 	return n
+}
+
+// listen is the gateway's port and address.
+func (o *Options) listen() serve.Listen {
+	return serve.Listen{Ports: []serve.PortFlag{{Name: "port", Value: &o.Port, Usage: "Port of the OpenAI API (0: any free port, printed at start)."}},
+		BindAddress: &o.BindAddress, BindUsage: "Address to listen on (0.0.0.0 or :: for every interface)."}
 }

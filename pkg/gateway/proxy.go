@@ -78,23 +78,23 @@ func (x *exchange) observe(chunk []byte) {
 	}
 }
 
+// notJSON answers a body that is not JSON on an inference path.
+func notJSON() *apierror.Error {
+	return &apierror.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+		Message: "Send a JSON body (Content-Type: application/json) naming a model: this gateway routes by model."}
+}
+
 // smallBody is the largest body whose parser goes back to the pool: a
 // parser keeps its prompt buffer, which must not pin a huge prompt's memory
 // outside the buffering budget.
 const smallBody = 1 << 20
 
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request) {
-	if !g.admit() {
-		writeClosing(w, tooManyRequests(g.opts.MaxConcurrentRequests))
+	body, leave, ok := g.door.Enter(w, r)
+	if !ok {
 		return
 	}
-	defer g.inFlight.Add(-1)
-	body, cost, apiErr := g.readBody(w, r)
-	if apiErr != nil {
-		writeClosing(w, apiErr)
-		return
-	}
-	defer g.budget.give(cost)
+	defer leave()
 	// One pass over the body serves the router and the picker; the parser's
 	// memory (the prompt) is in use until the pick.
 	parser, pooled := new(requestbody.Parser), len(body) <= smallBody

@@ -125,6 +125,8 @@ func TestOptions(t *testing.T) {
 		{[]string{"--config", path, "--grpc-port", "9090"}, "--grpc-port and --metrics-port are both 9090"},
 		{[]string{"--config", path, "--log-level", "loud"}, "--log-level"},
 		{[]string{"--config", path + ".missing"}, "no such file"},
+		{[]string{"--config", path, "--trusted-cidrs", "edge"}, "--trusted-cidrs \"edge\""},
+		{[]string{"--config", path, "--body-read-timeout", "0s"}, "--body-read-timeout"},
 	} {
 		err := command.ParseOptions("igw-global", NewOptions(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

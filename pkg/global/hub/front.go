@@ -75,7 +75,7 @@ func (h *Hub) Front() http.Handler {
 	mux.Handle(wire.ModelsPath, models)
 	mux.Handle(wire.ModelsPath+"/", models)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	return apierror.Routes(mux, "The hub serves POST "+strings.Join(inferencePaths, ", ")+" and GET "+wire.ModelsPath+".")
+	return h.door.Guard(apierror.Routes(mux, "The hub serves POST "+strings.Join(inferencePaths, ", ")+" and GET "+wire.ModelsPath+"."))
 }
 
 // servedModels answers GET /v1/models (and /v1/models/{id}) with the models
@@ -106,16 +106,11 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 	// member (its answer's headers, then each read of its body).
 	start, waited := time.Now(), time.Duration(0)
 	defer func() { h.observeOverhead(time.Since(start) - waited) }()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			apierror.TooLarge(h.opts.MaxBodyBytes).Write(w)
-			return
-		}
-		apierror.BadRequest("body_unreadable", "The request body could not be read: %v", err).Write(w)
+	body, leave, ok := h.door.Enter(w, r)
+	if !ok {
 		return
 	}
+	defer leave()
 	ctx := r.Context()
 	if h.opts.RequestTimeout > 0 {
 		var cancel context.CancelFunc

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/pkg/frontdoor"
 	"github.com/igw-dev/igw/pkg/global"
 	"github.com/igw-dev/igw/pkg/global/health"
 	"github.com/igw-dev/igw/pkg/wire"
@@ -39,6 +40,8 @@ type Hub struct {
 	group serve.Group
 	// overheadHook, when set (benchmarks), sees each front request's own time.
 	overheadHook func(time.Duration)
+	// door guards the standalone front.
+	door *frontdoor.Door
 }
 
 // New builds a hub from completed, validated options.
@@ -63,7 +66,7 @@ func New(o *Options, log *slog.Logger) (*Hub, error) {
 	if err := p.SetMembers(members); err != nil {
 		return nil, err
 	}
-	h := &Hub{opts: o, log: log, picker: p, now: time.Now, health: serve.NewHealth()}
+	h := &Hub{opts: o, log: log, picker: p, now: time.Now, health: serve.NewHealth(), door: frontdoor.New(&o.Options, "hub")}
 	for _, m := range c.Members {
 		pl, err := newPoller(m, p, c.probeInterval(), c.probeTimeout(), h.clock)
 		if err != nil {
@@ -183,8 +186,9 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 	registerExtProc(grpcSrv, &ExtProc{Hub: h})
 	h.group.GRPC("grpc", o.GRPCPort, grpcSrv, o.ShutdownGrace)
 	if o.HTTPPort != 0 {
-		h.group.HTTP("http", o.HTTPPort, &http.Server{Handler: h.Front(), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn)}, o.ShutdownGrace)
+		h.group.HTTP("http", o.HTTPPort, h.door.Server(h.Front(), h.log), o.ShutdownGrace)
+		h.group.WrapListener("http", h.door.Listener)
+		h.group.Go("body collector", h.door.CollectGarbage)
 	}
 	h.group.HTTP("metrics", o.MetricsPort, &http.Server{Handler: h.metricsHandler(), ReadHeaderTimeout: 5 * time.Second}, time.Second)
 	for _, pl := range h.pollers {

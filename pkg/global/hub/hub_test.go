@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -146,13 +147,17 @@ func memberYAML(t *testing.T, name, region string, servers ...*fakeMember) strin
 		name, region, servers[0].addr(), strings.Join(urls, ", "), tokenFile(t))
 }
 
-// startHub runs a hub over config (members appended) with the front on.
-func startHub(t *testing.T, config string) *Hub {
+// startHub runs a hub over config (members appended) with the front on,
+// after changes to its options.
+func startHub(t *testing.T, config string, changes ...func(*Options)) *Hub {
 	t.Helper()
 	path := testfile.Write(t, "", "config.yaml", config)
 	o := NewOptions()
 	// Port 0 turns the front off, so it gets a free port of its own.
 	o.ConfigFile, o.GRPCPort, o.HTTPPort, o.MetricsPort, o.BindAddress = path, 0, servetest.FreePort(t), 0, "127.0.0.1"
+	for _, change := range changes {
+		change(o)
+	}
 	h := servetest.Build(t, o, New)
 	servetest.Serve(t, "hub", h.Run)
 	return h
@@ -240,11 +245,11 @@ const nearestFirst = `pipeline: |
 // startNearAndFar starts a hub in us-east-1 with the nearestFirst pipeline
 // and more configuration, and two llama members in rotation: a beside it and
 // b in eu-west-1, every pick's fallback.
-func startNearAndFar(t *testing.T, config string) (h *Hub, a, b *fakeMember) {
+func startNearAndFar(t *testing.T, config string, changes ...func(*Options)) (h *Hub, a, b *fakeMember) {
 	a = startFakeMember(t, "a", "us-east-1", "llama")
 	b = startFakeMember(t, "b", "eu-west-1", "llama")
 	h = startHub(t, "region: us-east-1\n"+nearestFirst+config+"members:\n"+
-		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b))
+		memberYAML(t, "a", "us-east-1", a)+memberYAML(t, "b", "eu-west-1", b), changes...)
 	waitInRotation(t, h, "a", "b")
 	return h, a, b
 }
@@ -613,5 +618,82 @@ func TestExtProcCreditsTheMemberThatAnswered(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s: outcomes %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The standalone front keeps a client's reserved headers only from a
+// trusted source: x-igw-client-region, which steers the pick to the
+// client's region, is the hub's edge's to set, not the client's.
+func TestFrontKeepsTheClientRegionOnlyFromATrustedSource(t *testing.T) {
+	for _, tc := range []struct {
+		trusted []string
+		want    string
+	}{
+		{nil, "a"},                   // removed: the hub's own region, us-east-1, is the origin
+		{[]string{"127.0.0.1"}, "b"}, // kept: eu-west-1's member is the nearest
+	} {
+		h, _, _ := startNearAndFar(t, "", func(o *Options) { o.TrustedCIDRs = tc.trusted })
+		status, member, body := chat(t, h, "llama", wire.HeaderClientRegion, "eu-west-1")
+		if status != http.StatusOK || member != tc.want {
+			t.Errorf("trusted %v: %d from %q (%s), want member %s", tc.trusted, status, member, body, tc.want)
+		}
+	}
+}
+
+// A body that does not arrive within the body-read timeout is answered 408
+// in the OpenAI shape and its connection closed, rather than holding the
+// connection and its goroutine for as long as the client trickles.
+func TestFrontCutsASlowUpload(t *testing.T) {
+	h, a, b := startNearAndFar(t, "", func(o *Options) { o.BodyReadTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", h.Addr("http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 100\r\n\r\n{\"model\":\"llama\""); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled upload: %v", err)
+	}
+	var answer struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&answer)
+	if resp.StatusCode != http.StatusRequestTimeout || answer.Error.Code != "request_timeout" || !resp.Close {
+		t.Errorf("stalled upload: %d %+v close=%v, want 408 request_timeout and the connection closed", resp.StatusCode, answer, resp.Close)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("answered after %v, want about the 300ms body-read timeout", waited)
+	}
+	if a.served.Load()+b.served.Load() != 0 {
+		t.Error("a request whose body never came reached a member")
+	}
+}
+
+// Requests over the concurrency cap get 429 with Retry-After at once; the
+// requests in flight are not disturbed.
+func TestFrontAnswersOverTheConcurrencyCapAt429(t *testing.T) {
+	h, a, b := startNearAndFar(t, "", func(o *Options) { o.MaxConcurrentRequests = 1 })
+	a.setFail("slow")
+	b.setFail("slow")
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.Addr("http")+"/v1/chat/completions",
+		strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	held, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Body.Close()
+	status, _, body := chat(t, h, "llama")
+	if status != http.StatusTooManyRequests || !strings.Contains(body, "too_many_concurrent_requests") {
+		t.Errorf("over the cap: %d %s, want 429 too_many_concurrent_requests", status, body)
+	}
+	if held.StatusCode != http.StatusOK {
+		t.Errorf("the request in flight got %d", held.StatusCode)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/igw-dev/igw/internal/serve"
+	"github.com/igw-dev/igw/pkg/frontdoor"
 )
 
 // Options configure one hub process: flags, defaults and validation in one
@@ -32,10 +33,10 @@ type Options struct {
 	// RequestTimeout a whole proxied request (0: none).
 	DialTimeout    time.Duration
 	RequestTimeout time.Duration
-	// MaxBodyBytes bounds a request body (413 beyond).
-	MaxBodyBytes int64
-	// ShutdownGrace is how long requests in flight may finish after SIGTERM.
-	ShutdownGrace time.Duration
+	// Options are the standalone front's door: its bounds against clients
+	// and whose reserved headers (x-igw-client-region among them) it keeps.
+	// ShutdownGrace and MaxBodyBytes serve the ext_proc service as well.
+	frontdoor.Options
 
 	// Resolved is the configuration file, read by Complete.
 	Resolved *Config
@@ -48,7 +49,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{ConfigFile: "/etc/igw-global/config.yaml", GRPCPort: 9002, MetricsPort: 9090, LogLevel: "info",
-		DialTimeout: 2 * time.Second, MaxBodyBytes: 64 << 20, ShutdownGrace: 30 * time.Second}
+		DialTimeout: 2 * time.Second, Options: frontdoor.Defaults()}
 }
 
 // AddFlags registers the flags on fs.
@@ -60,13 +61,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the picker's random choices.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Standalone front: bound on connecting to a member gateway before the retry on another.")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Standalone front: bound on one proxied request, response included (0: none).")
-	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "Largest request body; larger ones get 413.")
-	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "After SIGTERM, how long requests in flight may finish.")
+	o.Options.AddFlags(fs)
 }
 
 // Complete reads the configuration file and applies --region.
 func (o *Options) Complete() {
 	o.completeErr = nil
+	if err := o.Options.Complete(); err != nil {
+		o.completeErr = err
+		return
+	}
 	if err := o.level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		o.completeErr = fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel)
 		return
@@ -95,12 +99,10 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.completeErr)
 	}
 	errs = append(errs, o.listen().Check()...)
-	if o.DialTimeout <= 0 || o.RequestTimeout < 0 || o.ShutdownGrace < 0 {
-		errs = append(errs, errors.New("--dial-timeout must be positive, --request-timeout and --shutdown-grace not negative"))
+	if o.DialTimeout <= 0 || o.RequestTimeout < 0 {
+		errs = append(errs, errors.New("--dial-timeout must be positive, --request-timeout not negative"))
 	}
-	if o.MaxBodyBytes <= 0 {
-		errs = append(errs, errors.New("--max-body-bytes must be positive"))
-	}
+	errs = append(errs, o.Options.Validate()...)
 	if len(errs) == 0 && o.Resolved == nil {
 		errs = append(errs, errors.New("options are not completed"))
 	}

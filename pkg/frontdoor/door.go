@@ -1,14 +1,16 @@
-package gateway
-
-// The front door: what every client connection and request meets before any
-// routing. Each bound is there so that a slow, large or hostile client costs
-// a bounded amount of the process (descriptors, goroutines, memory) and gets
+// Package frontdoor is what every client connection and request meets
+// before any routing, in the standalone gateway and the global hub's front.
+// Each bound is there so that a slow, large or hostile client costs a
+// bounded amount of the process (descriptors, goroutines, memory) and gets
 // an OpenAI-style answer rather than a hang, a plain-text error or an OOM.
+package frontdoor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -23,7 +25,7 @@ import (
 	"github.com/igw-dev/igw/pkg/wire"
 )
 
-// retryAfterSeconds is the Retry-After of every answer to a full gateway:
+// retryAfterSeconds is the Retry-After of every answer to a full server:
 // caps free up as requests finish, within seconds.
 const retryAfterSeconds = 1
 
@@ -38,24 +40,19 @@ func headersTooLarge(limit int) *apierror.Error {
 		Code: "request_header_fields_too_large", Message: fmt.Sprintf("Request headers exceed the limit of %d bytes.", limit)}
 }
 
-func notJSON() *apierror.Error {
-	return &apierror.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
-		Message: "Send a JSON body (Content-Type: application/json) naming a model: this gateway routes by model."}
-}
-
-func tooManyRequests(limit int) *apierror.Error {
+func tooManyRequests(server string, limit int) *apierror.Error {
 	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "too_many_concurrent_requests",
-		Message: fmt.Sprintf("The gateway is serving its limit of %d requests at once; retry shortly.", limit), RetryAfterSeconds: retryAfterSeconds}
+		Message: fmt.Sprintf("The %s is serving its limit of %d requests at once; retry shortly.", server, limit), RetryAfterSeconds: retryAfterSeconds}
 }
 
-func bufferBudgetFull() *apierror.Error {
+func bufferBudgetFull(server string) *apierror.Error {
 	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "buffer_budget_exhausted",
-		Message: "The gateway is buffering as many request bodies as its memory allows; retry shortly.", RetryAfterSeconds: retryAfterSeconds}
+		Message: fmt.Sprintf("The %s is buffering as many request bodies as its memory allows; retry shortly.", server), RetryAfterSeconds: retryAfterSeconds}
 }
 
-func tooManyConnections(limit int) *apierror.Error {
+func tooManyConnections(server string, limit int) *apierror.Error {
 	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "too_many_connections",
-		Message: fmt.Sprintf("The gateway holds its limit of %d connections; retry shortly.", limit), RetryAfterSeconds: retryAfterSeconds}
+		Message: fmt.Sprintf("The %s holds its limit of %d connections; retry shortly.", server, limit), RetryAfterSeconds: retryAfterSeconds}
 }
 
 // writeClosing sends e and closes the connection after it: the request's
@@ -65,19 +62,71 @@ func writeClosing(w http.ResponseWriter, e *apierror.Error) {
 	e.Write(w)
 }
 
-// guard is the front door of every request: headers over the limit get 431;
+// Door is one server's front door: its bounds, the inference requests in
+// flight, the buffered bodies' budget and, once listening, the connection
+// cap.
+type Door struct {
+	opts *Options
+	// server names the process in its answers ("gateway", "hub").
+	server   string
+	inFlight atomic.Int64
+	budget   *budget
+	conns    atomic.Pointer[connLimiter]
+}
+
+// New builds the front door of completed, validated options for server.
+func New(o *Options, server string) *Door {
+	return &Door{opts: o, server: server, budget: newBudget(o.MaxBufferedBytes)}
+}
+
+// Server is an HTTP server for handler, which Guard wraps, with the door's
+// header and idle bounds (the body's is Guard's and Enter's).
+func (d *Door) Server(handler http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: handler, ReadHeaderTimeout: d.opts.ReadHeaderTimeout, IdleTimeout: d.opts.IdleTimeout,
+		// Above the limit, so that Guard answers headers over it with an
+		// OpenAI error; net/http's own 431 is plain text.
+		MaxHeaderBytes: 2 * d.opts.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
+// Listener caps l's open connections at the door's bound.
+func (d *Door) Listener(l net.Listener) net.Listener {
+	c := newConnLimiter(l, d.opts.MaxConnections, d.server)
+	d.conns.Store(c)
+	return c
+}
+
+// OpenConnections is the number of client connections open now.
+func (d *Door) OpenConnections() int64 {
+	if c := d.conns.Load(); c != nil {
+		return c.Open()
+	}
+	return 0
+}
+
+// CollectGarbage returns large bodies' memory to the budget until ctx ends
+// (a server's loop).
+func (d *Door) CollectGarbage(ctx context.Context) error {
+	d.budget.collectGarbage(ctx.Done())
+	return nil
+}
+
+// Buffered is the memory the bodies buffered now take from the budget.
+func (d *Door) Buffered() int64 { return d.budget.used.Load() }
+
+// Guard is the front door of every request: headers over the limit get 431;
 // the body must arrive within the body-read timeout (readBody lifts the
 // deadline once it has the body whole; any other handler keeps it, so that
 // net/http's discarding of an unread body is bounded too); an untrusted
 // client's reserved headers are removed before anything reads them.
-func (g *Gateway) guard(next http.Handler) http.Handler {
+func (d *Door) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if headerBytes(r) > g.opts.MaxHeaderBytes {
-			writeClosing(w, headersTooLarge(g.opts.MaxHeaderBytes))
+		if headerBytes(r) > d.opts.MaxHeaderBytes {
+			writeClosing(w, headersTooLarge(d.opts.MaxHeaderBytes))
 			return
 		}
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.opts.BodyReadTimeout))
-		if !g.trusts(r.RemoteAddr) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d.opts.BodyReadTimeout))
+		if !d.trusts(r.RemoteAddr) {
 			for name := range r.Header {
 				if wire.IsReservedHeader(name) {
 					delete(r.Header, name)
@@ -100,8 +149,8 @@ func headerBytes(r *http.Request) int {
 }
 
 // trusts reports whether the client at remoteAddr may set reserved headers.
-func (g *Gateway) trusts(remoteAddr string) bool {
-	if len(g.opts.trusted) == 0 {
+func (d *Door) trusts(remoteAddr string) bool {
+	if len(d.opts.trusted) == 0 {
 		return false
 	}
 	ap, err := netip.ParseAddrPort(remoteAddr)
@@ -109,7 +158,7 @@ func (g *Gateway) trusts(remoteAddr string) bool {
 		return false
 	}
 	addr := ap.Addr().Unmap()
-	for _, p := range g.opts.trusted {
+	for _, p := range d.opts.trusted {
 		if p.Contains(addr) {
 			return true
 		}
@@ -117,15 +166,31 @@ func (g *Gateway) trusts(remoteAddr string) bool {
 	return false
 }
 
-// admit counts an inference request in flight; false (and nothing counted)
-// when the gateway already serves its limit.
-func (g *Gateway) admit() bool {
-	if g.inFlight.Add(1) > int64(g.opts.MaxConcurrentRequests) {
-		g.inFlight.Add(-1)
-		return false
+// Enter is an inference request's way in: counted in flight within the
+// concurrency cap, its body read whole within the door's bounds. leave
+// ends the count and gives the body's memory back, once the body is no
+// longer used. When ok is false the client has been answered (429, 408,
+// 413, 503, with the connection closed) and nothing is held.
+func (d *Door) Enter(w http.ResponseWriter, r *http.Request) (body []byte, leave func(), ok bool) {
+	if d.inFlight.Add(1) > int64(d.opts.MaxConcurrentRequests) {
+		d.inFlight.Add(-1)
+		writeClosing(w, tooManyRequests(d.server, d.opts.MaxConcurrentRequests))
+		return nil, nil, false
 	}
-	return true
+	body, cost, e := d.readBody(w, r)
+	if e != nil {
+		d.inFlight.Add(-1)
+		writeClosing(w, e)
+		return nil, nil, false
+	}
+	return body, func() {
+		d.budget.give(cost)
+		d.inFlight.Add(-1)
+	}, true
 }
+
+// InFlight is the number of inference requests in flight.
+func (d *Door) InFlight() int64 { return d.inFlight.Load() }
 
 // budget is the memory every buffered request body may take at once.
 type budget struct {
@@ -253,10 +318,10 @@ const unknownLengthStep = 64 << 10
 
 // readBody reads r's body whole, within the body-read timeout and the body
 // limit, counting it against the buffering budget. cost is what it took
-// from the budget; the caller gives it back once the body is no longer used.
-// On an error, nothing is held.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte, cost int64, e *apierror.Error) {
-	limit := g.opts.MaxBodyBytes
+// from the budget, to be given back once the body is no longer used. On an
+// error, nothing is held.
+func (d *Door) readBody(w http.ResponseWriter, r *http.Request) (body []byte, cost int64, e *apierror.Error) {
+	limit := d.opts.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, 0, apierror.TooLarge(limit)
 	}
@@ -264,12 +329,12 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	if r.ContentLength >= 0 {
 		cost = bodyCost(r.ContentLength)
 		var ok bool
-		if body, ok = g.budget.alloc(cost, int(r.ContentLength), int(r.ContentLength)); !ok {
-			return nil, 0, bufferBudgetFull()
+		if body, ok = d.budget.alloc(cost, int(r.ContentLength), int(r.ContentLength)); !ok {
+			return nil, 0, bufferBudgetFull(d.server)
 		}
 		_, err = io.ReadFull(r.Body, body)
 	} else {
-		body, cost, err = g.readUnknownLength(r.Body, limit)
+		body, cost, err = d.readUnknownLength(r.Body, limit)
 	}
 	if err == nil {
 		// The body is whole: from now on a read on the connection only waits
@@ -277,15 +342,15 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		return body, cost, nil
 	}
-	g.budget.give(cost)
+	d.budget.give(cost)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.Is(err, errBudget):
-		return nil, 0, bufferBudgetFull()
+		return nil, 0, bufferBudgetFull(d.server)
 	case errors.As(err, &tooLarge):
 		return nil, 0, apierror.TooLarge(limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, 0, bodyTimeout(g.opts.BodyReadTimeout)
+		return nil, 0, bodyTimeout(d.opts.BodyReadTimeout)
 	}
 	return nil, 0, apierror.BadRequest("unreadable_body", "Reading the request body failed: %v", err)
 }
@@ -294,7 +359,7 @@ var errBudget = errors.New("buffer budget exhausted")
 
 // readUnknownLength reads a body without a Content-Length, reserving each
 // larger buffer before it is made; cost is what is reserved when it returns.
-func (g *Gateway) readUnknownLength(body io.Reader, limit int64) (buf []byte, cost int64, err error) {
+func (d *Door) readUnknownLength(body io.Reader, limit int64) (buf []byte, cost int64, err error) {
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) == limit {
@@ -310,12 +375,12 @@ func (g *Gateway) readUnknownLength(body io.Reader, limit int64) (buf []byte, co
 				return nil, cost, rerr
 			}
 			size := min(max(2*int64(cap(buf)), unknownLengthStep), limit)
-			grown, ok := g.budget.alloc(bodyCost(size), len(buf), int(size))
+			grown, ok := d.budget.alloc(bodyCost(size), len(buf), int(size))
 			if !ok {
 				return nil, cost, errBudget
 			}
 			copy(grown, buf)
-			g.budget.give(cost)
+			d.budget.give(cost)
 			buf, cost = grown, bodyCost(size)
 		}
 		n, rerr := body.Read(buf[len(buf):cap(buf)])
@@ -349,8 +414,8 @@ const (
 	refuseLinger = time.Second
 )
 
-func newConnLimiter(l net.Listener, max int) *connLimiter {
-	body := tooManyConnections(max).JSON()
+func newConnLimiter(l net.Listener, max int, server string) *connLimiter {
+	body := tooManyConnections(server, max).JSON()
 	refusal := fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: %d\r\n"+
 		"Connection: close\r\nContent-Length: %d\r\n\r\n%s", retryAfterSeconds, len(body), body)
 	return &connLimiter{Listener: l, max: int64(max), refusal: refusal}
