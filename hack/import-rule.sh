@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-products=(./pkg/epp/... ./pkg/bbr/... ./pkg/gateway/... ./pkg/global/... ./pkg/globalsummary/... ./pkg/render/... ./controllers/...
+products=(./pkg/epp/... ./pkg/bbr/... ./pkg/gateway/... ./pkg/frontdoor/... ./pkg/global/... ./pkg/globalsummary/... ./pkg/render/... ./controllers/...
 	./cmd/manager ./cmd/epp ./cmd/bbr ./cmd/igw-gateway ./cmd/igw-global)
 module=$(go list -m)
 forbidden="^$module/pkg/(bench|sim|tokenizer)(/|$)"
