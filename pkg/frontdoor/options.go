@@ -3,7 +3,10 @@ package frontdoor
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -95,6 +98,23 @@ func (o *Options) Validate() []error {
 			o.MaxBufferedBytes, o.MaxBodyBytes))
 	}
 	return errs
+}
+
+// MemoryHeadroom is a server's memory besides buffered bodies: the runtime,
+// connections, routing state, responses in flight.
+const MemoryHeadroom = 256 << 20
+
+// SetMemoryLimit makes the garbage collector hold the heap near the
+// buffering budget plus headroom (unless GOMEMLIMIT says otherwise): the
+// bodies of finished requests are garbage, and without a limit the heap may
+// grow to twice what is live before they are collected.
+func (o *Options) SetMemoryLimit(log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := o.MaxBufferedBytes + MemoryHeadroom
+	debug.SetMemoryLimit(limit)
+	log.Info("memory limit set", "bytes", limit, "bufferBudget", o.MaxBufferedBytes)
 }
 
 // parseTrusted reads --trusted-cidrs: prefixes, or bare addresses standing

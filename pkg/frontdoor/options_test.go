@@ -2,6 +2,8 @@ package frontdoor
 
 import (
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -16,5 +18,27 @@ func TestTrustedCIDRsAreValidated(t *testing.T) {
 	}
 	if _, err := parseTrusted([]string{"10.0.0.0/33"}); err == nil || !strings.Contains(err.Error(), "--trusted-cidrs") {
 		t.Errorf("a bad CIDR: %v", err)
+	}
+}
+
+// The soft memory limit is the body budget plus headroom, unless GOMEMLIMIT
+// names one.
+func TestSetMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	o := Defaults()
+	o.MaxBufferedBytes = 64 << 20
+	log := slog.New(slog.DiscardHandler)
+
+	t.Setenv("GOMEMLIMIT", "")
+	o.SetMemoryLimit(log)
+	if got := debug.SetMemoryLimit(-1); got != o.MaxBufferedBytes+MemoryHeadroom {
+		t.Errorf("limit %d, want the budget plus headroom, %d", got, o.MaxBufferedBytes+MemoryHeadroom)
+	}
+	debug.SetMemoryLimit(before)
+	t.Setenv("GOMEMLIMIT", "3GiB")
+	o.SetMemoryLimit(log)
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("with GOMEMLIMIT set the limit became %d, want it left at %d", got, before)
 	}
 }

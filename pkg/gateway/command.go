@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"runtime/debug"
 
 	"github.com/igw-dev/igw/internal/command"
 	"github.com/igw-dev/igw/internal/logging/kubelog"
@@ -39,28 +37,11 @@ func Main(ctx context.Context, name string, args []string, reg *Registry, stdout
 			}
 		},
 		Build: func(log *slog.Logger) (command.Process, error) {
-			setMemoryLimit(o.MaxBufferedBytes, log)
+			o.SetMemoryLimit(log)
 			var err error
 			g, err = New(o, log)
 			return g, err
 		},
 		Listening: func(stdout io.Writer) { fmt.Fprintf(stdout, "listening on http://%s\n", g.Addr()) },
 	}, args, stdout, stderr)
-}
-
-// memoryHeadroom is the gateway's memory besides buffered bodies: the
-// runtime, connections, the pickers' state, responses in flight.
-const memoryHeadroom = 256 << 20
-
-// setMemoryLimit makes the garbage collector hold the heap near the
-// buffering budget plus headroom (unless GOMEMLIMIT says otherwise): the
-// bodies of finished requests are garbage, and without a limit the heap may
-// grow to twice what is live before they are collected.
-func setMemoryLimit(budget int64, log *slog.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	limit := budget + memoryHeadroom
-	debug.SetMemoryLimit(limit)
-	log.Info("memory limit set", "bytes", limit, "bufferBudget", budget)
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/igw-dev/igw/pkg/frontdoor"
 )
 
 // The front door under load, live: the figures are logged (go test -v -run
@@ -212,7 +214,7 @@ func TestLargeBodiesStayWithinTheBufferBudget(t *testing.T) {
 	t.Logf("%d waves of %d concurrent %d MiB bodies, --max-buffered-bytes %d MiB (each body counted twice): answers %v in %v; "+
 		"%d MiB reached the server; gateway VmHWM %d MiB (%d MiB before), budget %d MiB, memory limit %d MiB",
 		waves, bodies, bodySize>>20, budget>>20, answers, took.Round(time.Millisecond), served.Load()>>20, peak>>20, before>>20,
-		budget>>20, (budget+memoryHeadroom)>>20)
+		budget>>20, (budget+frontdoor.MemoryHeadroom)>>20)
 	for a, n := range answers {
 		if a != "200" && a != "503 buffer_budget_exhausted Retry-After 1" {
 			t.Errorf("%d × %q, want 200 or a 503 with Retry-After", n, a)

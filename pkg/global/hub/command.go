@@ -23,8 +23,12 @@ func Main(ctx context.Context, name string, args []string, stdout, stderr io.Wri
 		Options: o,
 		Logs:    logging.RouteGRPC,
 		Build: func(*slog.Logger) (command.Process, error) {
+			log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.Level()}))
+			if o.HTTPPort != 0 {
+				o.SetMemoryLimit(log) // the standalone front buffers bodies within its budget
+			}
 			var err error
-			h, err = New(o, slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.Level()})))
+			h, err = New(o, log)
 			return h, err
 		},
 		Listening: func(stdout io.Writer) {
