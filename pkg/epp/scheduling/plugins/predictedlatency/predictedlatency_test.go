@@ -125,6 +125,23 @@ func TestPrefillWorkWeightKeepsPrefixAffinity(t *testing.T) {
 	}
 }
 
+// Where every endpoint would spend the same on the request's own prompt (no
+// cached prefix anywhere, equal speeds), that work sets no endpoint apart, so
+// it must not dilute the ratio of first-token times: a long prompt with 2 s of
+// prefill ahead of it on one endpoint and none on the other scores as it
+// does without the work weight. Diluted, the busy endpoint scored close
+// enough to the idle one that a small tie-breaker sent long prompts there.
+func TestPrefillWorkEqualEverywhereDoesNotDiluteTheRatio(t *testing.T) {
+	req := &scheduling.Request{Model: "m", PromptTokens: 40000}
+	idle, busy := view(0, 20000, 0.01, 0), view(1, 20000, 0.01, 0)
+	busy.BacklogTokens = 40000
+	plain := plugintest.Score(t, New, "", req, []*datastore.View{idle, busy})
+	weighted := plugintest.Score(t, New, `{"prefillWorkWeight": 1}`, req, []*datastore.View{idle, busy})
+	if !(plain[1] < 0.6) || math.Abs(weighted[1]-plain[1]) > 1e-9 || weighted[0] != 1 {
+		t.Fatalf("scores with the work weight %v, without %v: want equal, the busy one about half", weighted, plain)
+	}
+}
+
 func TestAdapterLoadStallsTheBatchAndFullSlotsWaitARequest(t *testing.T) {
 	req := &scheduling.Request{Model: "m", Adapter: "sql", PromptTokens: 100}
 	p := plugintest.New[*Scorer](t, New, "")
