@@ -94,3 +94,7 @@ demo: ## Simulated fleet + standalone gateway: round-robin vs igw side by side.
 .PHONY: bench
 bench: ## Public benchmark grid (bench/scenarios, every policy, 3 seeds, DES, capacity under SLO of the trace scenarios) into docs/benchmarks.
 	$(GO) run ./cmd/igw-bench grid --scenarios bench/scenarios --seeds 3 --capacity --out docs/benchmarks
+
+.PHONY: bench-heldout
+bench-heldout: ## Held-out check (bench/heldout: later windows of the traces, seeds 11-13, every policy, capacity) into docs/benchmarks/heldout.
+	$(GO) run ./cmd/igw-bench grid --scenarios bench/heldout --first-seed 11 --seeds 3 --capacity --out docs/benchmarks/heldout

@@ -67,9 +67,7 @@ type Report struct {
 // Options say what to search.
 type Options struct {
 	Policies []string
-	Seeds    int
-	// FirstSeed is the first seed searched (0: 1): seeds FirstSeed..FirstSeed+Seeds-1.
-	FirstSeed int
+	Seeds    bench.Seeds
 	// Parallel is the number of searches at a time (0: one per CPU).
 	Parallel int
 	// Tolerance is the bisection's precision (0: DefaultTolerance).
@@ -79,8 +77,7 @@ type Options struct {
 	Progress *bench.Progress
 }
 
-// Run searches every policy's capacity on seeds FirstSeed.. (1..opts.Seeds
-// by default) of sc.
+// Run searches every policy's capacity on opts.Seeds of sc.
 func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Options) (Report, error) {
 	if sc.SLO.TTFT <= 0 && sc.SLO.TPOT <= 0 {
 		return Report{}, fmt.Errorf("%s: capacity needs an SLO (slo.ttft, slo.tpot)", sc.Name)
@@ -90,10 +87,9 @@ func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Optio
 		seed   uint64
 	}
 	var tasks []task
-	first := max(1, opts.FirstSeed)
 	for _, p := range opts.Policies {
-		for seed := first; seed < first+opts.Seeds; seed++ {
-			tasks = append(tasks, task{p, uint64(seed)})
+		for _, seed := range opts.Seeds.List() {
+			tasks = append(tasks, task{p, seed})
 		}
 	}
 	parallel := opts.Parallel

@@ -43,9 +43,9 @@ func ReferenceScale(summary map[string]Summary) float64 {
 	return ref
 }
 
-// RunSweep serves sc with every policy and seeds 1..seeds at each multiplier
+// RunSweep serves sc with every policy and seed of seeds at each multiplier
 // of scales, whole runs (no early stop: the figures are the point).
-func RunSweep(ctx context.Context, b bench.Backend, sc *scenario.Scenario, names []string, seeds int, scales []float64, opts bench.RunOptions) (Sweep, error) {
+func RunSweep(ctx context.Context, b bench.Backend, sc *scenario.Scenario, names []string, seeds bench.Seeds, scales []float64, opts bench.RunOptions) (Sweep, error) {
 	sw := Sweep{Scenario: sc.Name, Scales: scales, Metrics: map[string][]bench.Metrics{}}
 	var jobs []bench.Job
 	for _, m := range scales {
@@ -56,8 +56,8 @@ func RunSweep(ctx context.Context, b bench.Backend, sc *scenario.Scenario, names
 			sw.Offered = append(sw.Offered, 0)
 		}
 		for _, p := range names {
-			for seed := 1; seed <= seeds; seed++ {
-				jobs = append(jobs, bench.Job{Scenario: scaled, Policy: p, Seed: uint64(seed)})
+			for _, seed := range seeds.List() {
+				jobs = append(jobs, bench.Job{Scenario: scaled, Policy: p, Seed: seed})
 			}
 		}
 	}
@@ -66,7 +66,7 @@ func RunSweep(ctx context.Context, b bench.Backend, sc *scenario.Scenario, names
 		return sw, err
 	}
 	for i := range scales {
-		summary := bench.Summarize(outcomes[i*len(names)*seeds : (i+1)*len(names)*seeds])
+		summary := bench.Summarize(outcomes[i*len(names)*seeds.Count : (i+1)*len(names)*seeds.Count])
 		for _, p := range names {
 			sw.Metrics[p] = append(sw.Metrics[p], summary[p])
 		}

@@ -51,13 +51,30 @@ func TestCapacityPrintsTheContractJSON(t *testing.T) {
 }
 
 // grid --capacity leads the page with each trace scenario's capacity table
-// and adds its load sweep (table and plot).
+// and adds its load sweep (table and plot). With --first-seed, every run,
+// search and sweep takes the held-out seed, and the page says which.
 func TestGridLeadsWithCapacity(t *testing.T) {
 	dir := t.TempDir()
 	scenarios := scenarioDir(t, dir, "trace.yaml", "trace.jsonl")
 	out := filepath.Join(dir, "out")
-	mustRunCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--policies", "least-request,igw,oracle",
+	mustRunCLI(t, "grid", "--scenarios", scenarios, "--seeds", "1", "--first-seed", "7", "--policies", "least-request,igw,oracle",
 		"--capacity", "--out", out)
+	for _, f := range []string{"results/trace.json", "results/capacity-trace.json"} {
+		var rep struct {
+			Results []struct {
+				Seed int `json:"seed"`
+			} `json:"results"`
+		}
+		data, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || json.Unmarshal(data, &rep) != nil || len(rep.Results) == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, r := range rep.Results {
+			if r.Seed != 7 {
+				t.Errorf("%s has seed %d, want only the held-out seed 7", f, r.Seed)
+			}
+		}
+	}
 	data, err := os.ReadFile(filepath.Join(out, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +85,8 @@ func TestGridLeadsWithCapacity(t *testing.T) {
 		t.Errorf("the capacity section does not come first (at %d, per-scenario tables at %d)", capacityAt, tablesAt)
 	}
 	for _, want := range []string{"| policy | capacity (× rate) | req/s | vs oracle | vs best peer |", "| least-request (best peer) |",
-		"## Load sweeps", "igw TTFT p50 / p99 (s), goodput", "sweep-trace.png"} {
+		"## Load sweeps", "igw TTFT p50 / p99 (s), goodput", "sweep-trace.png", "- Seeds: 7;", "median of seeds 7.",
+		"`" + filepath.ToSlash(filepath.Join(scenarios, "trace.yaml")) + "`"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -3,10 +3,10 @@
 //	igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
 //	               [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
 //	               [--igw-config FILE]
-//	igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...] [--capacity]
+//	igw-bench grid [--scenarios DIR] [--seeds N] [--first-seed S] [--out DIR] [--policies a,b,...] [--capacity]
 //	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
-//	igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--format json|table] [--out DIR]
-//	               [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
+//	igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--format json|table]
+//	               [--out DIR] [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
 //	igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
 //	igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
 //	               [--parallel N] [--tolerance F]
@@ -81,10 +81,10 @@ const usage = `igw-bench: benchmark routing policies on simulated LLM fleets.
   igw-bench run  --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--mode des|live]
                  [--format json|table] [--out DIR] [--duration D] [--parallel N] [--speedup K]
                  [--igw-config FILE]
-  igw-bench grid [--scenarios DIR] [--seeds N] [--out DIR] [--policies a,b,...] [--capacity]
+  igw-bench grid [--scenarios DIR] [--seeds N] [--first-seed S] [--out DIR] [--policies a,b,...] [--capacity]
                  [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
-  igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--format json|table] [--out DIR]
-                 [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
+  igw-bench capacity --scenario FILE [--policies a,b,...] [--seeds N] [--first-seed S] [--format json|table]
+                 [--out DIR] [--mode des|live] [--duration D] [--parallel N] [--speedup K] [--igw-config FILE]
   igw-bench demo [--out DIR] [--duration D] [--speedup K] [--scenario FILE]
   igw-bench fidelity [--scenario FILE] [--policies a,b,...] [--duration D] [--speedup K]
                  [--parallel N] [--tolerance F]
@@ -177,11 +177,13 @@ func parse(fs *pflag.FlagSet, args []string) error {
 type common struct {
 	policies string
 	seeds    int
-	mode     string
-	duration time.Duration
-	parallel int
-	speedup  float64
-	out      string
+	// firstSeed is --first-seed: the seeds run are firstSeed..firstSeed+seeds-1.
+	firstSeed int
+	mode      string
+	duration  time.Duration
+	parallel  int
+	speedup   float64
+	out       string
 	// igwConfig is the --igw-config file ("": the built-in configuration).
 	igwConfig string
 }
@@ -207,6 +209,7 @@ func commonFlags(name string, stderr io.Writer, defaultOut string) (*pflag.FlagS
 func (c *common) register(fs *pflag.FlagSet, defaultOut string) {
 	fs.StringVar(&c.policies, "policies", strings.Join(policies.Names, ","), "comma-separated policies to run")
 	fs.IntVar(&c.seeds, "seeds", 1, "number of seeds (1..N) per policy")
+	fs.IntVar(&c.firstSeed, "first-seed", 1, "first seed: runs seeds S..S+N-1 (a held-out set besides the grid's 1..N)")
 	fs.StringVar(&c.mode, "mode", "des", "des (virtual time) or live (real HTTP on loopback)")
 	fs.DurationVar(&c.duration, "duration", 0, "shorten each scenario to this much arrival time (warmup scaled alike)")
 	fs.IntVar(&c.parallel, "parallel", 0, "runs at a time (0: one per CPU for des, 1 for live)")
@@ -240,12 +243,18 @@ func (c *common) loadScenario(fs *pflag.FlagSet, file string, stderr io.Writer) 
 	return sc, b, names, nil
 }
 
+// seedRange is the seeds --first-seed and --seeds name.
+func (c *common) seedRange() bench.Seeds { return bench.Seeds{First: c.firstSeed, Count: c.seeds} }
+
 // resolve validates the flags (a usageError when one is wrong) and returns
 // the backend and the policies to run on it. Policies the backend cannot run are left out with a note on
 // stderr (the oracle in live mode); none left is an error.
 func (c *common) resolve(stderr io.Writer) (bench.Backend, []string, error) {
 	if c.seeds < 1 {
 		return nil, nil, usageErrorf("--seeds must be at least 1")
+	}
+	if c.firstSeed < 1 {
+		return nil, nil, usageErrorf("--first-seed must be at least 1")
 	}
 	newBackend, ok := backends[c.mode]
 	if !ok {
@@ -370,15 +379,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sf := registerScenarioFlags(fs)
 	file, format := sf.file, sf.format
 	traces := fs.String("trace", "", "directory to write every request's record into, one CSV per policy and seed")
-	first := fs.Int("first-seed", 1, "first seed: runs seeds S..S+N-1 (a held-out set besides the grid's 1..N)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := sf.check("run"); err != nil {
 		return err
-	}
-	if *first < 1 {
-		return usageErrorf("--first-seed must be at least 1")
 	}
 	sc, b, names, err := c.loadScenario(fs, *file, stderr)
 	if err != nil {
@@ -386,8 +391,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var jobs []bench.Job
 	for _, p := range names {
-		for seed := *first; seed < *first+c.seeds; seed++ {
-			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: uint64(seed)})
+		for _, seed := range c.seedRange().List() {
+			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: seed})
 		}
 	}
 	outages := len(sc.Outages) > 0 && slices.ContainsFunc(names, policies.IsGlobal)
@@ -419,7 +424,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *format == "json" {
 		return printJSON(stdout, rep)
 	}
-	return bench.WriteTable(stdout, fmt.Sprintf("%s (%s, median of seeds %d..%d)", sc.Name, b.Mode(), *first, *first+c.seeds-1), rep.Summary, names)
+	return bench.WriteTable(stdout, fmt.Sprintf("%s (%s, median of seeds %v)", sc.Name, b.Mode(), c.seedRange()), rep.Summary, names)
 }
 
 // writeRun saves a run's JSON and TTFT CDF plot into dir.
@@ -538,7 +543,7 @@ func runGrid(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scs = append(scs, sc)
 	}
 	command := "igw-bench grid " + strings.Join(args, " ")
-	res, err := grid.Run(ctx, b, grid.Options{Scenarios: scs, Policies: names, Seeds: c.seeds, Parallel: c.parallel,
+	res, err := grid.Run(ctx, b, grid.Options{Scenarios: scs, Dir: filepath.ToSlash(filepath.Clean(*dir)), Policies: names, Seeds: c.seedRange(), Parallel: c.parallel,
 		Out: c.out, Command: strings.TrimSpace(command), Progress: stderr, Capacity: *withCapacity})
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ const fidelitySpeedup = 0.1
 func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := subcommand("fidelity", stderr)
 	file := fs.String("scenario", "bench/testdata/small.yaml", "scenario file")
-	c := common{mode: "live", seeds: 1}
+	c := common{mode: "live", seeds: 1, firstSeed: 1}
 	fs.StringVar(&c.policies, "policies", strings.Join(policies.Names, ","), "comma-separated policies (the oracle is left out: it does not run live)")
 	fs.DurationVar(&c.duration, "duration", 0, "shorten the scenario to this much arrival time (warmup scaled alike)")
 	fs.Float64Var(&c.speedup, "speedup", fidelitySpeedup, "live: simulated GPU speed relative to real ones")

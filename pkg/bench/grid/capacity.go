@@ -28,7 +28,7 @@ func (r *Result) runCapacity(ctx context.Context, b bench.Backend) error {
 		}
 		var bar *bench.Progress
 		if o.Progress != nil {
-			bar = bench.NewProgress(o.Progress, sc.Name+" capacity", len(o.Policies)*o.Seeds)
+			bar = bench.NewProgress(o.Progress, sc.Name+" capacity", len(o.Policies)*o.Seeds.Count)
 		}
 		rep, err := capacity.Run(ctx, b, sc, capacity.Options{Policies: o.Policies, Seeds: o.Seeds, Parallel: r.Parallel, Progress: bar})
 		if err != nil {
@@ -39,7 +39,7 @@ func (r *Result) runCapacity(ctx context.Context, b bench.Backend) error {
 			scales[i] = f * capacity.ReferenceScale(rep.Summary)
 		}
 		if o.Progress != nil {
-			bar = bench.NewProgress(o.Progress, sc.Name+" sweep", len(scales)*len(o.Policies)*o.Seeds)
+			bar = bench.NewProgress(o.Progress, sc.Name+" sweep", len(scales)*len(o.Policies)*o.Seeds.Count)
 		}
 		sw, err := capacity.RunSweep(ctx, b, sc, o.Policies, o.Seeds, scales, bench.RunOptions{Parallel: r.Parallel, Progress: bar})
 		if err != nil {
@@ -76,12 +76,12 @@ func (r *Result) capacityPage(w *strings.Builder) {
 	fmt.Fprintf(w, "## Capacity under SLO\n\n")
 	fmt.Fprintf(w, "The largest multiplier of each trace scenario's arrival rate (same requests, arrival times divided by it) "+
 		"at which P99 TTFT and P99 TPOT over the measured window meet the scenario's SLO with no failed request, "+
-		"by bisection to 2%% (`igw-bench capacity`); median of seeds 1..%d. req/s: counted requests per second offered "+
+		"by bisection to 2%% (`igw-bench capacity`); median of seeds %v. req/s: counted requests per second offered "+
 		"at that load. Peers: every policy but igw's (igw, igw-precise) and the oracle. Searches and sweeps took %v.\n\n",
 		o.Seeds, r.CapacityWall.Round(time.Second))
 	for _, c := range r.Capacity {
 		sc := r.scenario(c.Report.Scenario)
-		fmt.Fprintf(w, "### %s\n\n`bench/scenarios/%s`: %s.\n\n", c.Report.Scenario, filepath.Base(sc.File), describe(sc))
+		fmt.Fprintf(w, "### %s\n\n`%s`: %s.\n\n", c.Report.Scenario, r.file(sc), describe(sc))
 		c.Report.Markdown(w, o.Policies)
 		w.WriteString("\n")
 	}

@@ -29,8 +29,8 @@ func (r *Result) llmdPage(w *strings.Builder) {
 	ttfts := r.TTFTs[llmdScenario]
 	random := bench.Percentile(ttfts[policies.Random], 90)
 	fmt.Fprintf(w, "## llm-d precise-prefix reproduction\n\n"+
-		"`bench/scenarios/%s.yaml` rebuilt from llm-d's published facts; the published rows are theirs (P90 TTFT "+
-		"random/precise = 170.8×). Ours: P90 TTFT over every seed's requests pooled, output tok/s the median over seeds.\n\n", llmdScenario)
+		"`%s` rebuilt from llm-d's published facts; the published rows are theirs (P90 TTFT "+
+		"random/precise = 170.8×). Ours: P90 TTFT over every seed's requests pooled, output tok/s the median over seeds.\n\n", r.file(r.scenario(llmdScenario)))
 	w.WriteString("| policy | P90 TTFT (s) | random P90 / this P90 | output tok/s |\n|---|---:|---:|---:|\n")
 	for _, p := range llmdPublished {
 		fmt.Fprintf(w, "| %s (published) | %.3g | %.1f× | %.0f |\n", p.name, p.p90, llmdPublished[2].p90/p.p90, p.toks)

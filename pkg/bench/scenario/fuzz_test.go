@@ -13,6 +13,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(everyKey))
 	f.Add([]byte(globalKeys))
 	files, _ := filepath.Glob("../../../bench/scenarios/*.yaml")
+	heldOut, _ := filepath.Glob("../../../bench/heldout/*.yaml")
+	files = append(files, heldOut...)
 	for _, file := range files {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,6 +239,37 @@ func expectError(t *testing.T, good, from, to, want string) {
 	_, err := Parse([]byte(bad), "bad.yaml")
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want %q", err, want)
+	}
+}
+
+// The held-out scenarios (bench/heldout) are their public namesakes' fleet
+// and SLO on a later window of the same trace, holding requests: a check on
+// shapes nothing was tuned on, not a different benchmark.
+func TestHeldOutAreLaterWindowsOfThePublicTraces(t *testing.T) {
+	files, err := filepath.Glob("../../../bench/heldout/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("held-out files: %v %v", files, err)
+	}
+	for _, f := range files {
+		held, err := Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		public, err := Load(filepath.Join("../../../bench/scenarios", strings.SplitN(held.Name, "-from-", 2)[0]+".yaml"))
+		if err != nil {
+			t.Errorf("%s: no public namesake: %v", f, err)
+			continue
+		}
+		ht, pt := held.Workload.Trace, public.Workload.Trace
+		switch {
+		case ht == nil || pt == nil || ht.Start <= pt.Start || filepath.Base(ht.File) != filepath.Base(pt.File):
+			t.Errorf("%s: not a later window of %s's trace", f, public.Name)
+		case len(ht.Records) < len(pt.Records)/2:
+			t.Errorf("%s: %d requests in the window, against %d in the public one", f, len(ht.Records), len(pt.Records))
+		case !reflect.DeepEqual(held.Fleet, public.Fleet) || held.SLO != public.SLO || held.Warmup != public.Warmup:
+			t.Errorf("%s: fleet, SLO or warmup differ from %s's", f, public.Name)
+		}
 	}
 }
 
