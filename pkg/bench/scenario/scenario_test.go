@@ -242,24 +242,33 @@ func expectError(t *testing.T, good, from, to, want string) {
 	}
 }
 
-// The held-out scenarios (bench/heldout) are their public namesakes' fleet
-// and SLO on a later window of the same trace, holding requests: a check on
-// shapes nothing was tuned on, not a different benchmark.
-func TestHeldOutAreLaterWindowsOfThePublicTraces(t *testing.T) {
-	files, err := filepath.Glob("../../../bench/heldout/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("held-out files: %v %v", files, err)
+// eachScenario loads every scenario file that pattern matches (at least
+// least of them) and hands each that loads to check.
+func eachScenario(t *testing.T, pattern string, least int, check func(file string, s *Scenario)) {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) < least {
+		t.Fatalf("%s: %v %v", pattern, files, err)
 	}
 	for _, f := range files {
-		held, err := Load(f)
+		s, err := Load(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
+		check(f, s)
+	}
+}
+
+// The held-out scenarios (bench/heldout) are their public namesakes' fleet
+// and SLO on a later window of the same trace, holding requests: a check on
+// shapes nothing was tuned on, not a different benchmark.
+func TestHeldOutAreLaterWindowsOfThePublicTraces(t *testing.T) {
+	eachScenario(t, "../../../bench/heldout/*.yaml", 1, func(f string, held *Scenario) {
 		public, err := Load(filepath.Join("../../../bench/scenarios", strings.SplitN(held.Name, "-from-", 2)[0]+".yaml"))
 		if err != nil {
 			t.Errorf("%s: no public namesake: %v", f, err)
-			continue
+			return
 		}
 		ht, pt := held.Workload.Trace, public.Workload.Trace
 		switch {
@@ -270,22 +279,13 @@ func TestHeldOutAreLaterWindowsOfThePublicTraces(t *testing.T) {
 		case !reflect.DeepEqual(held.Fleet, public.Fleet) || held.SLO != public.SLO || held.Warmup != public.Warmup:
 			t.Errorf("%s: fleet, SLO or warmup differ from %s's", f, public.Name)
 		}
-	}
+	})
 }
 
 func TestPublicGridLoads(t *testing.T) {
-	files, err := filepath.Glob("../../../bench/scenarios/*.yaml")
-	if err != nil || len(files) < 6 {
-		t.Fatalf("grid files: %v %v", files, err)
-	}
-	for _, f := range files {
-		s, err := Load(f)
-		if err != nil {
-			t.Errorf("%s: %v", f, err)
-			continue
-		}
+	eachScenario(t, "../../../bench/scenarios/*.yaml", 6, func(f string, s *Scenario) {
 		if s.ScrapeInterval != DefaultScrapeInterval || s.MaxContext() <= 0 {
 			t.Errorf("%s: scrape %v, max context %d", f, s.ScrapeInterval, s.MaxContext())
 		}
-	}
+	})
 }
