@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/igw-dev/igw/pkg/epp/admission"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/latency"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
@@ -139,6 +140,29 @@ func TestPrefillWorkEqualEverywhereDoesNotDiluteTheRatio(t *testing.T) {
 	weighted := plugintest.Score(t, New, `{"prefillWorkWeight": 1}`, req, []*datastore.View{idle, busy})
 	if !(plain[1] < 0.6) || math.Abs(weighted[1]-plain[1]) > 1e-9 || weighted[0] != 1 {
 		t.Fatalf("scores with the work weight %v, without %v: want equal, the busy one about half", weighted, plain)
+	}
+}
+
+// With urgentShare, a prediction near the route's first-token budget spreads
+// the scores (2.0 against 2.4 s of a 3 s budget: 0.83 becomes about 0.7, past
+// a 0.2 tie-breaker's reach), while predictions far under it score as
+// without it.
+func TestUrgentShareSharpensNearTheFirstTokenBudget(t *testing.T) {
+	scores := func(params string, promptTokens int, backlog float64) []float64 {
+		p := plugintest.New[*Scorer](t, New, params)
+		p.UseRouteSLO(admission.SLO{TTFTSeconds: 3, TPOTSeconds: 0.1})
+		idle, busy := view(0, 20000, 0.01, 0), view(1, 20000, 0.01, 0)
+		busy.BacklogTokens = backlog
+		c := plugintest.Cycle(&scheduling.Request{Model: "m", PromptTokens: promptTokens}, nil)
+		return plugintest.Scores(p, c, []*datastore.View{idle, busy})
+	}
+	plain, urgent := scores("", 40000, 8000), scores(`{"urgentShare": 0.3333}`, 40000, 8000)
+	if !(plain[1] > 0.8) || !(urgent[1] < plain[1]-0.1) || urgent[0] != 1 {
+		t.Errorf("near the budget: scores %v with urgentShare, %v without; want the slower one 0.1 lower", urgent, plain)
+	}
+	plain, urgent = scores("", 1000, 2000), scores(`{"urgentShare": 0.3333}`, 1000, 2000)
+	if math.Abs(urgent[1]-plain[1]) > 1e-12 {
+		t.Errorf("far under the budget: scores %v with urgentShare, %v without; want them equal", urgent, plain)
 	}
 }
 
