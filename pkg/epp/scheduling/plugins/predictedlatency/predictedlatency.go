@@ -69,8 +69,10 @@ type Parameters struct {
 	UrgentShare float64 `json:"urgentShare"`
 }
 
-// Scorer scores (best+tolerance)/(predicted+tolerance): the fastest endpoint
-// scores 1, one predicted twice as slow about 0.5. Stale endpoints score 0.
+// Scorer scores (best+tolerance)/(predicted+tolerance), with the prefill
+// work counted beyond the least among the candidates (and raised to a power
+// near the first-token budget with UrgentShare): the fastest endpoint scores
+// 1, one predicted twice as slow about 0.5. Stale endpoints score 0.
 type Scorer struct {
 	scheduling.Named
 	adapterLoad float64
@@ -103,9 +105,20 @@ var New = scheduling.WithParameters(Type, Parameters{AdapterLoadSeconds: 0.05, A
 
 // Predict is the scorer's cost for v in seconds.
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
+	cost, _ := s.predict(c, v)
+	return cost
+}
+
+// predict is Predict's cost and the part of it that is the time v spends on
+// the request's own uncached prompt (PrefillWorkWeight), which Score counts
+// beyond the least among the candidates.
+func (s *Scorer) predict(c *scheduling.Cycle, v *datastore.View) (cost, work float64) {
 	uncached := c.UncachedTokens(v)
 	kv, _ := v.KVUtilizationWith(float64(uncached))
-	t := c.Latency.TTFT(v.Queue(), uncached, c.PromptTokens, kv) + s.prefillWork(c, v)
+	if s.work > 0 {
+		work = s.work * c.Latency.PrefillSeconds(v.Speed, float64(uncached))
+	}
+	t := c.Latency.TTFT(v.Queue(), uncached, c.PromptTokens, kv) + work
 	if a := c.Request.Adapter; a != "" {
 		switch v.AdapterPlace(a) {
 		case datastore.AdapterFreeSlot:
@@ -116,17 +129,7 @@ func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
 			t += max(s.adapterWait, v.Speed.RequestSeconds) + s.adapterLoadCost(v)
 		}
 	}
-	return t + s.decode*v.Speed.DecodeStepSeconds
-}
-
-// prefillWork is the part of the cost that is the time v spends on the
-// request's own uncached prompt (PrefillWorkWeight); Score counts it beyond
-// the least among the candidates.
-func (s *Scorer) prefillWork(c *scheduling.Cycle, v *datastore.View) float64 {
-	if s.work <= 0 {
-		return 0
-	}
-	return s.work * c.Latency.PrefillSeconds(v.Speed, float64(c.UncachedTokens(v)))
+	return t + s.decode*v.Speed.DecodeStepSeconds, work
 }
 
 // adapterLoadCost is the time to first token an adapter load costs on v: the
@@ -148,7 +151,7 @@ func (s *Scorer) adapterLoadCost(v *datastore.View) float64 {
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
 	fastest := optimisticSpeed(cands)
-	best, leastWork := -1.0, math.Inf(1)
+	least, leastWork := math.Inf(1), math.Inf(1)
 	for i, v := range cands {
 		if v.Stale {
 			continue
@@ -163,29 +166,23 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			}
 			v = &assumed
 		}
-		scores[i] = s.Predict(c, v)
-		leastWork = min(leastWork, s.prefillWork(c, v))
+		var work float64
+		scores[i], work = s.predict(c, v)
+		least, leastWork = min(least, scores[i]), min(leastWork, work)
 	}
-	for i, v := range cands {
-		if !v.Stale {
-			scores[i] -= leastWork
-			if best < 0 || scores[i] < best {
-				best = scores[i]
-			}
-		}
-	}
+	best := least - leastWork
 	sharpen := 1.0
-	if s.urgent > 0 && s.firstTokenBudget > 0 {
+	if s.urgent > 0 && s.firstTokenBudget > 0 && best > 0 {
 		sharpen = max(1, best/(s.urgent*s.firstTokenBudget))
 	}
 	for i, v := range cands {
-		switch {
+		switch shifted := scores[i] - leastWork; {
 		case v.Stale:
 			scores[i] = 0
-		case scores[i]+s.tolerance <= 0:
+		case shifted+s.tolerance <= 0:
 			scores[i] = 1
 		default:
-			scores[i] = math.Pow((best+s.tolerance)/(scores[i]+s.tolerance), sharpen)
+			scores[i] = math.Pow((best+s.tolerance)/(shifted+s.tolerance), sharpen)
 		}
 	}
 }
