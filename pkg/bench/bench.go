@@ -31,6 +31,18 @@ type Job struct {
 	Guard *Guard
 }
 
+// Jobs are sc served with each of policies on each of seeds, in that order
+// (a policy's seeds together).
+func Jobs(sc *scenario.Scenario, policies []string, seeds Seeds) []Job {
+	jobs := make([]Job, 0, len(policies)*max(seeds.Count, 0))
+	for _, p := range policies {
+		for _, seed := range seeds.List() {
+			jobs = append(jobs, Job{Scenario: sc, Policy: p, Seed: seed})
+		}
+	}
+	return jobs
+}
+
 // Backend serves workloads.
 type Backend interface {
 	// Mode is the backend's --mode name.

@@ -55,11 +55,7 @@ func RunSweep(ctx context.Context, b bench.Backend, sc *scenario.Scenario, names
 		} else {
 			sw.Offered = append(sw.Offered, 0)
 		}
-		for _, p := range names {
-			for _, seed := range seeds.List() {
-				jobs = append(jobs, bench.Job{Scenario: scaled, Policy: p, Seed: seed})
-			}
-		}
+		jobs = append(jobs, bench.Jobs(scaled, names, seeds)...)
 	}
 	outcomes, err := bench.RunJobs(ctx, b, jobs, opts)
 	if err != nil {

@@ -389,12 +389,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var jobs []bench.Job
-	for _, p := range names {
-		for _, seed := range c.seedRange().List() {
-			jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: seed})
-		}
-	}
+	jobs := bench.Jobs(sc, names, c.seedRange())
 	outages := len(sc.Outages) > 0 && slices.ContainsFunc(names, policies.IsGlobal)
 	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: c.parallel,
 		Progress: bench.NewProgress(stderr, sc.Name, len(jobs)), KeepTraces: *traces != "" || outages})

@@ -61,10 +61,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := b.Prepare(); err != nil {
 		return err
 	}
-	var jobs []bench.Job
-	for _, p := range demoPolicies {
-		jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: 1})
-	}
+	jobs := bench.Jobs(sc, demoPolicies, bench.FirstN(1))
 	outcomes, err := bench.RunJobs(ctx, b, jobs, bench.RunOptions{Parallel: 1,
 		Progress: bench.NewProgress(stderr, "demo", len(jobs))})
 	if err != nil {

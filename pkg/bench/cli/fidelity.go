@@ -49,10 +49,7 @@ func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	var jobs []bench.Job
-	for _, p := range names {
-		jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: 1})
-	}
+	jobs := bench.Jobs(sc, names, bench.FirstN(1))
 	desOut, err := bench.RunJobs(ctx, des.Backend{}, jobs, bench.RunOptions{})
 	if err != nil {
 		return err

@@ -83,11 +83,7 @@ func PoliciesFor(sc *scenario.Scenario, all []string) []string {
 func Run(ctx context.Context, b bench.Backend, opts Options) (*Result, error) {
 	var jobs []bench.Job
 	for _, sc := range opts.Scenarios {
-		for _, p := range PoliciesFor(sc, opts.Policies) {
-			for _, seed := range opts.Seeds.List() {
-				jobs = append(jobs, bench.Job{Scenario: sc, Policy: p, Seed: seed})
-			}
-		}
+		jobs = append(jobs, bench.Jobs(sc, PoliciesFor(sc, opts.Policies), opts.Seeds)...)
 	}
 	parallel := opts.Parallel
 	if parallel <= 0 {
