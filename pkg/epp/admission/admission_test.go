@@ -64,10 +64,33 @@ func TestInterTokenBoundSteersPicks(t *testing.T) {
 	if len(got) != 2 || got[0] != idleSlow || got[1] != fast {
 		t.Errorf("within bounds: %d endpoints, want the idle one and the fast one", len(got))
 	}
-	waiting := view(0, 0.01)
-	waiting.OldestWait = 2 * time.Second
-	if d := p.Decide([]*datastore.View{waiting}, 0, 1000, 0, m, nil); !d.Shed {
-		t.Errorf("a request waiting 2 s there already: not shed")
+	late := view(0, 0.01)
+	late.OldestWait, late.Overdue = 2*time.Second, 2*time.Second
+	if d := p.Decide([]*datastore.View{late}, 0, 1000, 0, m, nil); !d.Shed {
+		t.Errorf("a request 2 s past its predicted first token there already: not shed")
+	}
+}
+
+// A long prompt's own prefill is no overload: the age of the requests
+// waiting for their first token counts against the wait bound only past the
+// first token predicted for them (a server that stopped prefilling), not
+// while the prefill runs to schedule.
+func TestOnlyLatenessCountsAgainstTheWaitBound(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel // wait bound 1.5 s
+	prefilling := view(0, 0.01)
+	prefilling.InFlight, prefilling.OldestWait = 1, 5*time.Second
+	if d := p.Decide([]*datastore.View{prefilling}, 0, 1000, 0, m, nil); d.Shed {
+		t.Errorf("shed while a request of 5 s of prefill runs to schedule: %+v", d)
+	}
+	late := *prefilling
+	late.Overdue = 600 * time.Millisecond
+	if d := p.Decide([]*datastore.View{&late}, 0, 1000, 0, m, nil); d.Shed {
+		t.Errorf("shed with the server 0.6 s late and nothing ahead: %+v", d)
+	}
+	behind := view(20, 0.01) // about 1 s of prefill ahead
+	behind.Overdue = 600 * time.Millisecond
+	if d := p.Decide([]*datastore.View{behind}, 0, 1000, 0, m, nil); !d.Shed {
+		t.Errorf("not shed with about 1 s of prefill ahead and the server 0.6 s late")
 	}
 }
 
@@ -138,9 +161,9 @@ func TestKVUseCountsAgainstTheInterTokenBound(t *testing.T) {
 func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel // wait bound 1.5 s, first-token budget 2 s, 60 ms between tokens
 	base := view(20, 0.03)                      // 20 waiting × 1,000 tokens: about 1 s of prefill
-	base.InFlight, base.OldestWait = 40, 3*time.Second
+	base.InFlight, base.OldestWait, base.Overdue = 40, 3*time.Second, 3*time.Second
 	if d := p.Decide([]*datastore.View{base}, 0, 1000, 0, m, nil); !d.Shed {
-		t.Fatalf("a base-model endpoint whose oldest request waited 3 s: not shed")
+		t.Fatalf("a base-model endpoint whose oldest request is 3 s late: not shed")
 	}
 	running, waiting, sent := *base, *base, *base
 	running.Metrics.RunningAdapters = []string{"a"}
@@ -169,7 +192,7 @@ func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 		}
 	}
 	fine := *base
-	fine.OldestWait, fine.Speed.InterTokenSeconds = 0, 0.05
+	fine.Overdue, fine.Speed.InterTokenSeconds = 0, 0.05
 	if p.Overloaded(&fine, 0, 0, 1000, m) {
 		t.Error("a base-model endpoint with tokens 50 ms apart (bound 60 ms) is overloaded")
 	}
@@ -197,7 +220,7 @@ func TestInterTokenBoundKeepsTheEndpointHoldingThePrompt(t *testing.T) {
 	p.MaxWaitSeconds, p.MaxInterTokenSeconds = 1, 0.06
 	holder, other, fast := view(0, 0.07), view(0, 0.07), view(0, 0.03)
 	waitingHolder := view(0, 0.07)
-	waitingHolder.OldestWait = 2 * time.Second
+	waitingHolder.OldestWait, waitingHolder.Overdue = 2*time.Second, 2*time.Second
 	for _, v := range []*datastore.View{holder, other, fast, waitingHolder} {
 		v.InFlight = 40
 	}

@@ -34,7 +34,7 @@ func TestBind(t *testing.T) {
 	stale := view(0, 0)
 	stale.Stale = true
 	blocked := view(2, 0) // little queued, but a request has waited there for long
-	blocked.OldestWait = time.Second
+	blocked.OldestWait, blocked.Overdue = time.Second, time.Second
 	for _, tc := range []struct {
 		name    string
 		p       Policy
@@ -68,7 +68,7 @@ func TestBindRetriesWhenTheQueueWillHaveDrained(t *testing.T) {
 		t.Errorf("Bind = %v, retry %v s; want Hold, retry %v s", b, retry, want)
 	}
 	blocked := view(2, 0)
-	blocked.OldestWait = time.Second
+	blocked.OldestWait, blocked.Overdue = time.Second, time.Second
 	if b, retry := p.Bind([]*datastore.View{blocked}, 1000, true, m, nil); b != Hold || !math.IsInf(retry, 1) {
 		t.Errorf("held back by a request in line: Bind = %v, retry %v s; want Hold, no retry", b, retry)
 	}

@@ -138,6 +138,11 @@ type View struct {
 	// OldestWait is how long the oldest request of the picker's still
 	// awaiting its first token here has waited (0: none waits).
 	OldestWait time.Duration
+	// Overdue is how far the picker's requests still awaiting their first
+	// token here are past the first token predicted for them at the pick,
+	// the most of any (0: none is): how late the endpoint runs against the
+	// predictions, where OldestWait also counts a long prompt's own prefill.
+	Overdue time.Duration
 	// OldestInLineWait is the same for the oldest such request the server
 	// has not passed over (a request picked after it had its first token
 	// first): one that waits in line for the batch, not for an adapter slot

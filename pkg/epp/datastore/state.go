@@ -189,6 +189,9 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 		if i := slices.IndexFunc(s.queue, func(r *Request) bool { return !r.skipped }); i >= 0 {
 			v.OldestInLineWait = now.Sub(s.queue[i].PickedAt)
 		}
+		for _, r := range s.queue {
+			v.Overdue = max(v.Overdue, now.Sub(r.PickedAt)-r.predictedTTFT)
+		}
 	}
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness

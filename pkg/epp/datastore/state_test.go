@@ -191,6 +191,31 @@ func TestServedModelsKnownAfterReadKeptUntilReplaced(t *testing.T) {
 	}
 }
 
+// Overdue is how far the requests awaiting a first token are past the one
+// predicted at their pick: nothing while a long prompt's prefill runs to
+// schedule, however old it is, and the most any request is late once due.
+func TestOverdueCountsOnlyLateness(t *testing.T) {
+	st := newState()
+	long := &Request{UncachedTokens: 100_000, ChunkTokens: 2048}
+	st.Picked(long, at(0))
+	predicted := long.predictedTTFT
+	if predicted < 2*time.Second {
+		t.Fatalf("predicted first token of a 100k-token prompt %v, want seconds", predicted)
+	}
+	var v View
+	st.View(at(0).Add(predicted-100*time.Millisecond), 0, &v)
+	if v.Overdue != 0 || v.OldestWait != predicted-100*time.Millisecond {
+		t.Fatalf("before the predicted first token: overdue %v (want 0), oldest wait %v", v.Overdue, v.OldestWait)
+	}
+	short := &Request{UncachedTokens: 10, ChunkTokens: 2048}
+	st.Picked(short, at(1))
+	st.View(at(0).Add(predicted+time.Second), 0, &v)
+	longLate, shortLate := time.Second, predicted-short.predictedTTFT
+	if want := max(longLate, shortLate); v.Overdue != want {
+		t.Fatalf("overdue %v, want the most of the long prompt's %v and the short one's %v", v.Overdue, longLate, shortLate)
+	}
+}
+
 // TestPassedOverRequestsStayInBacklog: a request whose first token comes
 // after that of one picked later was passed over by the server (an adapter
 // waiting for a slot): its prompt is not being prefilled, so the backlog
