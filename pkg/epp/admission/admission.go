@@ -241,7 +241,7 @@ func (p Policy) TokensTooFarApart(v *datastore.View, uncached int, m latency.Mod
 //
 // On an endpoint serving LoRA adapters, requests also wait for an adapter
 // slot, which is not load: the request's own wait for one counts (it is in
-// the predicted wait, predictedWait), but of the others' waits only that of
+// the predicted wait, PredictedWait), but of the others' waits only that of
 // the oldest request in line
 // (View.OldestInLineWait, which leaves out those passed over for a slot) is
 // held to the bound. The oldest of all is held to twice the first-token
@@ -267,7 +267,7 @@ func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 	return waitSeconds+v.Overdue.Seconds() > p.MaxWaitSeconds
 }
 
-// predictedWait is how long a new request would wait on v for its first
+// PredictedWait is how long a new request would wait on v for its first
 // token: the prefill queued ahead and, for a LoRA adapter that must wait for
 // a slot there, that wait (View.AdapterSlotWaitSeconds). It is the soonest
 // start Decide takes for Retry-After, the picker queue and the miss budget:
@@ -275,7 +275,7 @@ func (p Policy) WaitExceeded(v *datastore.View, waitSeconds float64) bool {
 // placed by the miss budget as if it could start soon, and multi-lora's P99
 // TTFT was 1.88 s against 1.74 (600 s, seeds 1-3, with a request's whole
 // duration as the slot wait).
-func predictedWait(v *datastore.View, promptTokens int, m latency.Model) float64 {
+func PredictedWait(v *datastore.View, promptTokens int, m latency.Model) float64 {
 	return m.DrainSeconds(v.Queue(), promptTokens) + v.AdapterSlotWaitSeconds
 }
 
@@ -323,7 +323,7 @@ func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, waited f
 	least := math.MaxInt
 	for _, v := range cands {
 		uncached := uncachedTokens(prefill, v, promptTokens)
-		if v.Stale || !p.Overloaded(v, predictedWait(v, promptTokens, m), waited, uncached, m) {
+		if v.Stale || !p.Overloaded(v, PredictedWait(v, promptTokens, m), waited, uncached, m) {
 			out = append(out, v)
 			least = min(least, uncached) // read only where prefill says what each holds
 		}
@@ -334,7 +334,7 @@ func (p Policy) WithinBounds(cands []*datastore.View, promptTokens int, waited f
 	for _, v := range cands {
 		// Those within the bounds prefill at least least: only the
 		// overloaded can pass.
-		if prefill.UncachedTokens(v) < least && !v.Stale && !p.WaitExceeded(v, predictedWait(v, promptTokens, m)+waited) {
+		if prefill.UncachedTokens(v) < least && !v.Stale && !p.WaitExceeded(v, PredictedWait(v, promptTokens, m)+waited) {
 			out = append(out, v)
 		}
 	}
@@ -382,7 +382,7 @@ func (p Policy) Decide(cands []*datastore.View, priority int, promptTokens int, 
 	for _, v := range cands {
 		wait := math.Inf(1)
 		if !v.Stale {
-			wait = predictedWait(v, promptTokens, m)
+			wait = PredictedWait(v, promptTokens, m)
 		}
 		saturated := sheddable && p.Saturated(v)
 		if !saturated && !p.Overloaded(v, wait, waited, uncachedTokens(prefill, v, promptTokens), m) {

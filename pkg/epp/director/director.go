@@ -309,10 +309,6 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 		}
 		// No room to hold it: placed now, as without late binding.
 		binding = admission.NotBound
-	case admission.StartNow, admission.PlaceLate:
-		// Judged against the bounds as a new request: the time it was
-		// held was the picker's choice.
-		waited = 0
 	}
 	if binding == admission.NotBound {
 		dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
@@ -331,13 +327,18 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	// over them, but there it would wait or decode past the bounds.
 	var survivors []*datastore.View
 	var ranking []int
+	// later: with late binding, the endpoints that would start the request
+	// later than soon, which serve only as fallbacks.
+	var later []*datastore.View
 	if h := healthy(c.cands); h != nil {
 		h = p.Profile.Filter(c.Cycle, h)
 		if c.within = p.Admission.WithinBounds(h, c.PromptTokens, waited, p.Latency, c.Cycle, c.within[:0]); len(c.within) > 0 {
 			h = c.within
 		}
 		if binding == admission.StartNow {
-			h = startingSoon(p, c, h)
+			if soon := startingSoon(p, c, h); len(soon) < len(h) {
+				later, h = h, soon
+			}
 		}
 		survivors, ranking = p.Profile.Run(c.Cycle, h)
 	}
@@ -358,6 +359,9 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 		for i, r := range ranking[1:] {
 			res.Fallbacks[i] = survivors[r].Key
 		}
+	}
+	if later != nil {
+		res.Fallbacks = laterFallbacks(p, c, res, later)
 	}
 	if explain {
 		b := c.Breakdown(p.Profile, ranking[0])

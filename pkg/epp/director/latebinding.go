@@ -1,6 +1,8 @@
 package director
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/igw-dev/igw/pkg/epp/admission"
@@ -15,7 +17,11 @@ func (d *Director) bind(p *Pipeline, c *cycle, req *scheduling.Request, place *P
 	if !queuing || req.Priority < p.Admission.ShedBelowPriority || place != nil && place.kind != held {
 		return admission.NotBound, 0
 	}
-	return p.Admission.Bind(c.cands, c.PromptTokens, place.mayHold(now), p.Latency, c.Cycle)
+	var held float64
+	if place != nil {
+		held = now.Sub(place.Since).Seconds()
+	}
+	return p.Admission.Bind(c.cands, c.PromptTokens, held, place.mayHold(now), p.Latency, c.Cycle)
 }
 
 // startingSoon keeps, of cands, the endpoints that would start the request
@@ -32,6 +38,32 @@ func startingSoon(p *Pipeline, c *cycle, cands []*datastore.View) []*datastore.V
 		return cands
 	}
 	return c.soon
+}
+
+// laterFallbacks returns res's fallbacks filled up to the profile's number
+// from later, soonest start first: a request placed where it starts soon
+// still has somewhere to go should its destination fail before the first
+// byte, as without late binding.
+func laterFallbacks(p *Pipeline, c *cycle, res *Result, later []*datastore.View) []string {
+	fallbacks := res.Fallbacks
+	if len(fallbacks) >= p.Profile.Fallbacks {
+		return fallbacks
+	}
+	type start struct {
+		key  string
+		wait float64
+	}
+	var rest []start
+	for _, v := range later {
+		if v.Key != res.Primary && !slices.Contains(fallbacks, v.Key) {
+			rest = append(rest, start{v.Key, admission.PredictedWait(v, c.PromptTokens, p.Latency)})
+		}
+	}
+	slices.SortStableFunc(rest, func(a, b start) int { return cmp.Compare(a.wait, b.wait) })
+	for _, s := range rest[:min(len(rest), p.Profile.Fallbacks-len(fallbacks))] {
+		fallbacks = append(fallbacks, s.key)
+	}
+	return fallbacks
 }
 
 // hold takes a place for req held by late binding at now, for at most the
