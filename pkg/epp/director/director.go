@@ -295,7 +295,7 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	if place != nil {
 		place.retry = time.Time{} // set again by a hold below
 	}
-	binding, retry := d.bind(p, c, req, place, queuing, now)
+	binding, retry := d.bind(p, c, req, place, queuing, waited, now)
 	switch binding {
 	case admission.Hold:
 		if place == nil {
@@ -327,8 +327,8 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	// over them, but there it would wait or decode past the bounds.
 	var survivors []*datastore.View
 	var ranking []int
-	// later: with late binding, the endpoints that would start the request
-	// later than soon, which serve only as fallbacks.
+	// later: with late binding, the candidates the endpoints starting the
+	// request soon were taken from; the others serve only as fallbacks.
 	var later []*datastore.View
 	if h := healthy(c.cands); h != nil {
 		h = p.Profile.Filter(c.Cycle, h)

@@ -12,16 +12,12 @@ import (
 
 // bind is late binding's verdict on req (admission.Policy.Bind) when it
 // may wait in the picker (queuing) and is not sheddable by priority: a new
-// request, or one held by late binding before (place).
-func (d *Director) bind(p *Pipeline, c *cycle, req *scheduling.Request, place *Place, queuing bool, now time.Time) (admission.Binding, float64) {
+// request, or one held by late binding before (place) for waited seconds.
+func (d *Director) bind(p *Pipeline, c *cycle, req *scheduling.Request, place *Place, queuing bool, waited float64, now time.Time) (admission.Binding, float64) {
 	if !queuing || req.Priority < p.Admission.ShedBelowPriority || place != nil && place.kind != held {
 		return admission.NotBound, 0
 	}
-	var held float64
-	if place != nil {
-		held = now.Sub(place.Since).Seconds()
-	}
-	return p.Admission.Bind(c.cands, c.PromptTokens, held, place.mayHold(now), p.Latency, c.Cycle)
+	return p.Admission.Bind(c.cands, c.PromptTokens, waited, place.mayHold(now), p.Latency, c.Cycle)
 }
 
 // startingSoon keeps, of cands, the endpoints that would start the request
