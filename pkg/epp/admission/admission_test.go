@@ -155,8 +155,8 @@ func TestKVUseCountsAgainstTheInterTokenBound(t *testing.T) {
 
 // On an endpoint serving LoRA adapters, requests passed over for an adapter
 // slot are not load: the oldest wait is held to twice the first-token budget,
-// not the wait bound, while the oldest request in line, the prefill backlog
-// and the request's own wait for a slot are held to the wait bound. Its time
+// not the wait bound, while the lateness of the requests in line, the prefill
+// backlog and the request's own wait for a slot are held to the wait bound. Its time
 // between tokens is held to the same bound as any endpoint's.
 func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 	p, m := DefaultPolicy, latency.DefaultModel // wait bound 1.5 s, first-token budget 2 s, 60 ms between tokens
@@ -178,7 +178,7 @@ func TestAdapterSlotWaitsAreNotOverload(t *testing.T) {
 		}
 		overloaded := map[string]func(w *datastore.View){
 			"its oldest request waited 5 s":    func(w *datastore.View) { w.OldestWait = 5 * time.Second },
-			"a request in line waited 2 s":     func(w *datastore.View) { w.OldestInLineWait = 2 * time.Second },
+			"a request in line is 2 s late":    func(w *datastore.View) { w.OverdueInLine = 2 * time.Second },
 			"5 s of prefill queued":            func(w *datastore.View) { w.Metrics.Waiting = 100 },
 			"the request waits 1 s for a slot": func(w *datastore.View) { w.AdapterSlotWaitSeconds = 1 },
 			"tokens 70 ms apart (bound 60 ms)": func(w *datastore.View) { w.Speed.InterTokenSeconds = 0.07 },

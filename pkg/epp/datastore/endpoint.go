@@ -143,11 +143,10 @@ type View struct {
 	// the most of any (0: none is): how late the endpoint runs against the
 	// predictions, where OldestWait also counts a long prompt's own prefill.
 	Overdue time.Duration
-	// OldestInLineWait is the same for the oldest such request the server
-	// has not passed over (a request picked after it had its first token
-	// first): one that waits in line for the batch, not for an adapter slot
-	// or memory.
-	OldestInLineWait time.Duration
+	// OverdueInLine is Overdue over the requests the server has not passed
+	// over (a request picked after one had its first token first): those
+	// that wait in line for the batch, not for an adapter slot or memory.
+	OverdueInLine time.Duration
 	// AdapterSlotWaitSeconds is how long the request being decided would
 	// wait here for its LoRA adapter to get a slot (0: resident, a slot is
 	// free, or no adapter). Not the endpoint's: the picker sets it for each

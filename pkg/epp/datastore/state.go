@@ -186,11 +186,12 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	}
 	if len(s.queue) > 0 {
 		v.OldestWait = now.Sub(s.queue[0].PickedAt)
-		if i := slices.IndexFunc(s.queue, func(r *Request) bool { return !r.skipped }); i >= 0 {
-			v.OldestInLineWait = now.Sub(s.queue[i].PickedAt)
-		}
 		for _, r := range s.queue {
-			v.Overdue = max(v.Overdue, now.Sub(r.PickedAt)-r.predictedTTFT)
+			late := now.Sub(r.PickedAt) - r.predictedTTFT
+			v.Overdue = max(v.Overdue, late)
+			if !r.skipped {
+				v.OverdueInLine = max(v.OverdueInLine, late)
+			}
 		}
 	}
 	if staleness > 0 {

@@ -240,17 +240,19 @@ func TestPassedOverRequestsStayInBacklog(t *testing.T) {
 	if v.BacklogTokens != 1000 {
 		t.Fatalf("10 s after it was passed over, backlog %.0f tokens, want the waiting prompt's 1000", v.BacklogTokens)
 	}
-	if v.OldestWait != 10*time.Second || v.OldestInLineWait != 0 {
-		t.Fatalf("oldest wait %v, in line %v; want 10s and none (the one waiting was passed over)", v.OldestWait, v.OldestInLineWait)
+	if late := 10*time.Second - blocked.predictedTTFT; v.OldestWait != 10*time.Second || v.Overdue != late || v.OverdueInLine != 0 {
+		t.Fatalf("oldest wait %v, overdue %v, in line %v; want 10s, %v and none (the one waiting was passed over)",
+			v.OldestWait, v.Overdue, v.OverdueInLine, late)
 	}
-	st.Picked(&Request{UncachedTokens: 300}, at(11))
+	inLine := &Request{UncachedTokens: 300}
+	st.Picked(inLine, at(11))
 	st.View(at(11), 0, &v)
 	if v.BacklogTokens != 1300 {
 		t.Fatalf("new pick on top: backlog %.0f, want 1300", v.BacklogTokens)
 	}
-	st.View(at(11.5), 0, &v)
-	if v.OldestWait != 10500*time.Millisecond || v.OldestInLineWait != 500*time.Millisecond {
-		t.Fatalf("oldest wait %v, in line %v; want 10.5s and the new pick's 0.5s", v.OldestWait, v.OldestInLineWait)
+	st.View(at(11).Add(inLine.predictedTTFT+500*time.Millisecond), 0, &v)
+	if v.OverdueInLine != 500*time.Millisecond {
+		t.Fatalf("in line: overdue %v; want the new pick's 0.5 s past its predicted first token", v.OverdueInLine)
 	}
 	st.ObserveFirstToken(blocked, at(12))
 	st.View(at(12), 0, &v)
