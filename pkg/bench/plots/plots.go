@@ -63,6 +63,7 @@ func TTFTCDF(path, title string, series []Series) error {
 		p.Add(line)
 		p.Legend.Add(s.Policy, line)
 	}
+	spanEmptyLogAxes(p)
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }
 
@@ -91,6 +92,7 @@ func P99ByScenario(path, title string, scenarios []string, series []Series) erro
 		p.Add(sc)
 		p.Legend.Add(s.Policy, sc)
 	}
+	spanEmptyLogAxes(p)
 	return p.Save(9*vg.Inch, 4.5*vg.Inch, path)
 }
 
@@ -152,8 +154,24 @@ func LoadSweep(path, title string, series []LoadSeries) error {
 	return writePanels(path, 12*vg.Inch, 4.5*vg.Inch, [][]*plot.Plot{{ttft, good}})
 }
 
+// spanEmptyLogAxes gives each log axis of p that holds no data [floor, 1]:
+// left empty (a grid run for policies that have no figure there), it spans
+// [-1, 1] and drawing it panics.
+func spanEmptyLogAxes(p *plot.Plot) {
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		if _, isLog := a.Scale.(plot.LogScale); isLog && !(a.Min <= a.Max) {
+			a.Min, a.Max = floor, 1
+		}
+	}
+}
+
 // writePanels draws a grid of plots (rows of columns) into one PNG at path.
 func writePanels(path string, w, h vg.Length, panels [][]*plot.Plot) error {
+	for _, row := range panels {
+		for _, p := range row {
+			spanEmptyLogAxes(p)
+		}
+	}
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: len(panels), Cols: len(panels[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
