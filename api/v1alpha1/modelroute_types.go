@@ -110,7 +110,8 @@ type ObjectName struct {
 // between tokens. The picker's overload bounds follow it: a request is shed
 // (429) when every pod would make it wait more than three quarters of
 // ttftSeconds for its first token, or give it tokens more than 0.65 of
-// tpotSeconds apart. Numbers of seconds, so that a promise such as 0.05 s
+// tpotSeconds apart (up to 0.9 of it on a pod whose slow streams are learned
+// to run close to its mean). Numbers of seconds, so that a promise such as 0.05 s
 // between tokens is written as the picker's configuration writes it.
 type RouteSLO struct {
 	// TTFTSeconds is the time to the first token the route promises, in seconds.

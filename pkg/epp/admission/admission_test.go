@@ -288,3 +288,34 @@ func TestQueueDecisions(t *testing.T) {
 		t.Errorf("queue wait %v, want at most the wait bound %v", got, p.MaxWaitSeconds)
 	}
 }
+
+// Fitted to a per-token budget, the bound between tokens rises toward it on
+// an endpoint whose slow streams are learned to run close to the mean, and
+// stays at its share of the budget where they spread wide, before enough
+// streams finished, or where the bound was set as is.
+func TestInterTokenBoundFollowsTheStreamsSpread(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel // 100 ms a token: bound 65 ms
+	spread := func(q float64, samples int) *datastore.View {
+		v := view(0, 0.08)
+		v.InFlight = 10
+		v.Speed.StreamSpread, v.Speed.SpreadSamples = q, samples
+		return v
+	}
+	if p.TokensTooFarApart(spread(1.05, 100), 0, m) {
+		t.Error("tokens 80 ms apart, slow streams 5% over the mean: 84 ms within 90% of 100 ms, yet too far apart")
+	}
+	for why, v := range map[string]*datastore.View{
+		"nothing learned":                spread(0, 0),
+		"20 streams finished":            spread(1.05, 20),
+		"slow streams 60% over the mean": spread(1.6, 100),
+	} {
+		if !p.TokensTooFarApart(v, 0, m) {
+			t.Errorf("tokens 80 ms apart, %s: not too far apart (bound 65 ms)", why)
+		}
+	}
+	asIs := p
+	asIs.TPOTSeconds = 0
+	if !asIs.TokensTooFarApart(spread(1.05, 100), 0, m) {
+		t.Error("a bound of 65 ms set as is: tokens 80 ms apart not too far apart")
+	}
+}

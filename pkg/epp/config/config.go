@@ -31,7 +31,8 @@
 //	  shedBelowPriority: 0    # when all are saturated, priorities below this get 429
 //	  maxRetryAfterSeconds: 60
 //	  slo: {ttftSeconds: 2, tpotSeconds: 0.1}  # the route's promise; the bounds below
-//	                          # follow it (3/4 of ttft, 0.65 of tpot) unless set themselves
+//	                          # follow it (3/4 of ttft, 0.65 of tpot, up to 0.9 where an
+//	                          # endpoint's slow streams run close to its mean) unless set themselves
 //	  maxWaitSeconds: 1.5     # overloaded: a new request would wait longer for its first token
 //	  maxInterTokenSeconds: 0.065 # ... or tokens come further apart there; when every endpoint
 //	                          # is overloaded any request gets 429 (0 turns a bound off;
@@ -334,7 +335,9 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 			routeSLO = *slo
 		}
 		setIf(&pl.Admission.MaxWaitSeconds, a.MaxWaitSeconds)
-		setIf(&pl.Admission.MaxInterTokenSeconds, a.MaxInterTokenSeconds)
+		if a.MaxInterTokenSeconds != nil {
+			pl.Admission.MaxInterTokenSeconds, pl.Admission.TPOTSeconds = *a.MaxInterTokenSeconds, 0
+		}
 		setIf(&pl.Admission.MissBudget, a.MissBudget)
 		if b := pl.Admission.MissBudget; !(b >= 0 && b <= admission.MaxMissBudget) {
 			return nil, fmt.Errorf("admission: missBudget must be in [0, %v] (a share of the requests; 0 sheds every overloaded request), got %v", admission.MaxMissBudget, b)

@@ -193,8 +193,12 @@ func TestAdmissionBoundsFollowTheRouteSLO(t *testing.T) {
 	if a := load(Default); a.MaxWaitSeconds != 1.5 || math.Abs(a.MaxInterTokenSeconds-0.065) > 1e-9 {
 		t.Errorf("default bounds %v s, %v s: want those of a 2 s / 100 ms SLO", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
 	}
-	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}}"); a.MaxWaitSeconds != 3 || math.Abs(a.MaxInterTokenSeconds-0.13) > 1e-9 {
-		t.Errorf("bounds for 4 s / 200 ms: %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)
+	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}}"); a.MaxWaitSeconds != 3 || math.Abs(a.MaxInterTokenSeconds-0.13) > 1e-9 || a.TPOTSeconds != 0.2 {
+		t.Errorf("bounds for 4 s / 200 ms: %v s, %v s, fitted to %v s a token", a.MaxWaitSeconds, a.MaxInterTokenSeconds, a.TPOTSeconds)
+	}
+	// A bound between tokens set as is is not moved by the streams' spread.
+	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}, maxInterTokenSeconds: 0.1}"); a.MaxInterTokenSeconds != 0.1 || a.TPOTSeconds != 0 {
+		t.Errorf("explicit bound between tokens: %v s, fitted to %v s a token; want 0.1 s, none", a.MaxInterTokenSeconds, a.TPOTSeconds)
 	}
 	if a := load(Default + "admission: {slo: {ttftSeconds: 4, tpotSeconds: 0.2}, maxWaitSeconds: 0}"); a.MaxWaitSeconds != 0 || math.Abs(a.MaxInterTokenSeconds-0.13) > 1e-9 {
 		t.Errorf("an explicit bound must win over the SLO's: %v s, %v s", a.MaxWaitSeconds, a.MaxInterTokenSeconds)

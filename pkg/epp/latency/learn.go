@@ -2,6 +2,7 @@ package latency
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -93,6 +94,10 @@ type Learner struct {
 	chunkTokens int
 	// kvTrend regresses the time between tokens on the KV-cache use.
 	kvTrend kvTrend
+	// spreads holds the latest finished streams' time per token over the
+	// mean time between tokens (a ring, next at spreadNext).
+	spreads    [spreadWindow]float64
+	spreadNext int
 }
 
 // kvTrend is a least-squares line through (KV-cache use, time between
@@ -383,6 +388,7 @@ func (l *Learner) ObserveCompletion(c Completion) {
 			l.observeStep(d/float64(c.OutputTokens-1), c.At, 0, false)
 		}
 	}
+	l.observeSpread(c)
 	if d := c.At.Sub(c.PickedAt).Seconds(); c.OutputTokens > 0 && d > 0 {
 		if l.speed.RequestSamples == 0 {
 			l.speed.RequestSeconds, l.speed.OutputTokens = d, DefaultOutputTokens
@@ -395,4 +401,34 @@ func (l *Learner) ObserveCompletion(c Completion) {
 		l.speed.RequestSamples++
 		l.speed.OutputTokens += max(requestAlpha, 1/float64(l.speed.RequestSamples+1)) * (float64(c.OutputTokens) - l.speed.OutputTokens)
 	}
+}
+
+// DefaultStreamSpread is the spread of streams around the mean time between
+// tokens assumed before any is learned.
+const DefaultStreamSpread = 1 / 0.65
+
+// StreamSpreadQuantile is the share of streams at or under Speed.StreamSpread.
+const StreamSpreadQuantile = 0.99
+
+// spreadWindow is how many of the latest streams the spread is taken over.
+const spreadWindow = 100
+
+// observeSpread counts a finished stream's time per token over the mean
+// time between tokens now in the spread.
+func (l *Learner) observeSpread(c Completion) {
+	tokens := max(c.OutputTokens, c.TokensSeen)
+	if c.FirstTokenAt.IsZero() || tokens < 2 || l.speed.DecodeSamples == 0 || l.speed.InterTokenSeconds <= 0 {
+		return
+	}
+	tpot := c.At.Sub(c.FirstTokenAt).Seconds() / float64(tokens-1)
+	if !(tpot > 0) {
+		return
+	}
+	l.spreads[l.spreadNext] = tpot / l.speed.InterTokenSeconds
+	l.spreadNext = (l.spreadNext + 1) % spreadWindow
+	l.speed.SpreadSamples++
+	n := min(l.speed.SpreadSamples, spreadWindow)
+	sorted := l.spreads
+	slices.Sort(sorted[:n])
+	l.speed.StreamSpread = sorted[int(StreamSpreadQuantile*float64(n-1))]
 }

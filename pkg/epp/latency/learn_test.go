@@ -355,3 +355,56 @@ func TestLearnsInterTokenAgainstKVUse(t *testing.T) {
 		}
 	}
 }
+
+// The streams' spread is a high quantile of the latest finished streams'
+// time per token over the mean time between tokens: near 1 while every
+// stream of a batch gets a token each step, and the slow streams' lag once
+// one in ten gets one every other step (as one preempted, or waiting on an
+// adapter, would). A step's time is taken from its first report, so the slow
+// stream reports last.
+func TestStreamSpreadIsTheSlowStreamsOverTheMean(t *testing.T) {
+	const step = 0.04
+	st := endpoint(t)
+	now := 0.0
+	batch := func(slow bool) {
+		rs := make([]*datastore.Request, 10)
+		for j := range rs {
+			rs[j] = &datastore.Request{UncachedTokens: 100, ChunkTokens: 8192}
+			st.Picked(rs[j], at(now))
+		}
+		now += step
+		for _, r := range rs {
+			st.ObserveFirstToken(r, at(now))
+		}
+		tokens := make([]int, len(rs))
+		for k := 1; k <= 20; k++ {
+			now += step
+			for j, r := range rs {
+				if slow && j == len(rs)-1 && k%2 == 1 {
+					continue
+				}
+				st.ObserveTokens(r, 1, at(now))
+				tokens[j]++
+			}
+		}
+		for j, r := range rs {
+			st.ObserveCompletion(r, tokens[j]+1, at(now))
+		}
+		now += 0.5
+	}
+	if sp := st.Speed(); sp.StreamSpread != 0 || sp.SpreadSamples != 0 {
+		t.Fatalf("spread %v of %d streams before any finished, want none", sp.StreamSpread, sp.SpreadSamples)
+	}
+	for range 10 {
+		batch(false)
+	}
+	if sp := st.Speed(); sp.SpreadSamples != 100 || math.Abs(sp.StreamSpread-1) > 0.05 {
+		t.Errorf("every stream a token each step: spread %.3f of %d streams, want 1", sp.StreamSpread, sp.SpreadSamples)
+	}
+	for range 10 {
+		batch(true)
+	}
+	if sp := st.Speed(); sp.StreamSpread < 1.8 {
+		t.Errorf("one stream in ten a token every other step: spread %.3f (mean %.3f s), want about 2", sp.StreamSpread, sp.InterTokenSeconds)
+	}
+}
