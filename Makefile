@@ -98,3 +98,7 @@ bench: ## Public benchmark grid (bench/scenarios, every policy, 3 seeds, DES, ca
 .PHONY: bench-heldout
 bench-heldout: ## Held-out check (bench/heldout: later windows of the traces, seeds 11-13, every policy, capacity) into docs/benchmarks/heldout.
 	$(GO) run ./cmd/igw-bench grid --scenarios bench/heldout --first-seed 11 --seeds 3 --capacity --out docs/benchmarks/heldout
+
+.PHONY: bench-shapes
+bench-shapes: ## Unseen shapes (bench/shapes: synthetic fleets and loads unlike the grid's, seeds 21-23, every policy) into docs/benchmarks/shapes.
+	$(GO) run ./cmd/igw-bench grid --scenarios bench/shapes --first-seed 21 --seeds 3 --out docs/benchmarks/shapes

@@ -14,7 +14,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(globalKeys))
 	files, _ := filepath.Glob("../../../bench/scenarios/*.yaml")
 	heldOut, _ := filepath.Glob("../../../bench/heldout/*.yaml")
-	files = append(files, heldOut...)
+	shapes, _ := filepath.Glob("../../../bench/shapes/*.yaml")
+	files = append(append(files, heldOut...), shapes...)
 	for _, file := range files {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)

@@ -282,6 +282,16 @@ func TestHeldOutAreLaterWindowsOfThePublicTraces(t *testing.T) {
 	})
 }
 
+// The unseen shapes (bench/shapes) are synthetic loads, none a trace: a
+// check of routing on fleets and loads the grid does not have.
+func TestUnseenShapesLoad(t *testing.T) {
+	eachScenario(t, "../../../bench/shapes/*.yaml", 5, func(f string, s *Scenario) {
+		if s.Workload.Trace != nil || len(s.Fleet) == 0 || s.SLO.TTFT <= 0 || s.SLO.TPOT <= 0 {
+			t.Errorf("%s: a trace, no fleet or no SLO", f)
+		}
+	})
+}
+
 func TestPublicGridLoads(t *testing.T) {
 	eachScenario(t, "../../../bench/scenarios/*.yaml", 6, func(f string, s *Scenario) {
 		if s.ScrapeInterval != DefaultScrapeInterval || s.MaxContext() <= 0 {
