@@ -403,10 +403,6 @@ func (l *Learner) ObserveCompletion(c Completion) {
 	}
 }
 
-// DefaultStreamSpread is the spread of streams around the mean time between
-// tokens assumed before any is learned.
-const DefaultStreamSpread = 1 / 0.65
-
 // StreamSpreadQuantile is the share of streams at or under Speed.StreamSpread.
 const StreamSpreadQuantile = 0.99
 
