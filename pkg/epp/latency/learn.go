@@ -2,7 +2,6 @@ package latency
 
 import (
 	"math"
-	"slices"
 	"time"
 )
 
@@ -403,14 +402,13 @@ func (l *Learner) ObserveCompletion(c Completion) {
 	}
 }
 
-// StreamSpreadQuantile is the share of streams at or under Speed.StreamSpread.
-const StreamSpreadQuantile = 0.99
-
 // spreadWindow is how many of the latest streams the spread is taken over.
 const spreadWindow = 100
 
 // observeSpread counts a finished stream's time per token over the mean
-// time between tokens now in the spread.
+// time between tokens now in the spread: the second slowest of the latest
+// spreadWindow streams, their 99th percentile (of fewer, still the second
+// slowest). One pass under the endpoint's lock, on every completion.
 func (l *Learner) observeSpread(c Completion) {
 	tokens := max(c.OutputTokens, c.TokensSeen)
 	if c.FirstTokenAt.IsZero() || tokens < 2 || l.speed.DecodeSamples == 0 || l.speed.InterTokenSeconds <= 0 {
@@ -423,8 +421,16 @@ func (l *Learner) observeSpread(c Completion) {
 	l.spreads[l.spreadNext] = tpot / l.speed.InterTokenSeconds
 	l.spreadNext = (l.spreadNext + 1) % spreadWindow
 	l.speed.SpreadSamples++
-	n := min(l.speed.SpreadSamples, spreadWindow)
-	sorted := l.spreads
-	slices.Sort(sorted[:n])
-	l.speed.StreamSpread = sorted[int(StreamSpreadQuantile*float64(n-1))]
+	var slowest, second float64
+	for _, r := range l.spreads[:min(l.speed.SpreadSamples, spreadWindow)] {
+		if r > slowest {
+			slowest, second = r, slowest
+		} else if r > second {
+			second = r
+		}
+	}
+	if l.speed.SpreadSamples == 1 {
+		second = slowest
+	}
+	l.speed.StreamSpread = second
 }

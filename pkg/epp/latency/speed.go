@@ -30,8 +30,8 @@ type Speed struct {
 	// OutputTokens is the mean output tokens of the requests completed
 	// there: the life of a stream, in tokens (0: none completed yet).
 	OutputTokens float64
-	// StreamSpread is a high quantile (StreamSpreadQuantile) of the latest
-	// finished streams' time per output token over InterTokenSeconds at
+	// StreamSpread is the 99th percentile (the second slowest) of the latest
+	// 100 finished streams' time per output token over InterTokenSeconds at
 	// their end: how far the slow streams run from the mean (0: none
 	// finished). SpreadSamples counts the streams seen.
 	StreamSpread  float64
