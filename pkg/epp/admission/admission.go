@@ -89,6 +89,11 @@ type Policy struct {
 	// LateBinding holds a request that endpoints within the bounds would
 	// start only after a while until one would start it soon.
 	LateBinding LateBinding `json:"lateBinding"`
+
+	// fullMargin: the bound between tokens keeps its full margin below the
+	// budget (marginTarget, not pickTarget): for late binding's holds, and
+	// for the shed decision while the picker sheds steadily (WithShedShare).
+	fullMargin bool
 }
 
 // DefaultMissBudget places half a percent of requests over the bounds when
@@ -234,27 +239,71 @@ func (p Policy) TokensTooFarApart(v *datastore.View, uncached int, m latency.Mod
 // interTokenBound is the time between tokens v may reach: MaxInterTokenSeconds
 // or, for a bound fitted to a per-token budget, the time at which v's slow
 // streams (latency.Speed.StreamSpread, learned once minSpreadSamples
-// finished) would still run within spreadTarget of the budget, if that is
-// more. A fixed share of the budget cannot suit every fleet: where streams
-// run close to the mean (long answers to short prompts, no adapter loads)
-// 0.65 of it shed requests whose streams would have run at 0.8 (des, four
-// A100s at 24 req/s, 200-token prompts, 900-token answers, SLO 1 s / 50 ms:
-// 349 shed, P99 TTFT 0.37 s, where least-request served all within both
-// SLOs at 0.21 s), while on a LoRA fleet, whose adapter loads stall every
-// stream, 0.7 of it let streams run over it at P99 (multi-lora: 102 ms).
+// finished) would still run within the spread target of the budget
+// (spreadTarget), if that is more. A fixed share of the budget cannot suit
+// every fleet: where streams run close to the mean (long answers to short
+// prompts, no adapter loads) 0.65 of it shed requests whose streams would
+// have run at 0.8 (des, four A100s at 24 req/s, 200-token prompts,
+// 900-token answers, SLO 1 s / 50 ms: 349 shed, P99 TTFT 0.37 s, where
+// least-request served all within both SLOs at 0.21 s), while on a LoRA
+// fleet, whose adapter loads stall every stream, 0.7 of it let streams run
+// over it at P99 (multi-lora: 102 ms).
 func (p Policy) interTokenBound(v *datastore.View) float64 {
 	b := p.MaxInterTokenSeconds
 	if sp := v.Speed; p.TPOTSeconds > 0 && sp.SpreadSamples >= minSpreadSamples {
-		b = max(b, spreadTarget*p.TPOTSeconds/max(sp.StreamSpread, 1))
+		b = max(b, p.spreadTarget()*p.TPOTSeconds/max(sp.StreamSpread, 1))
 	}
 	return b
 }
 
 // spreadTarget is the share of the per-token budget an endpoint's slow
-// streams (the learned quantile) may reach; minSpreadSamples is how many
-// streams must have finished there before their spread is trusted.
+// streams may reach: pickTarget, or marginTarget with the full margin.
+func (p Policy) spreadTarget() float64 {
+	if p.fullMargin {
+		return marginTarget
+	}
+	return pickTarget
+}
+
+// WithShedShare returns p for a picker that shed share (0..1) of its latest
+// requests: at steadyShedShare or more, the fleet is in a sustained
+// overload, where every endpoint is kept at the bound between tokens, and
+// the shed decision keeps the full margin (the endpoints' slow streams
+// within marginTarget of the budget instead of pickTarget). Kept at the
+// bound by a shed decision at 0.95 of the budget, a mixed H100/A10G fleet
+// at twice its capacity ran its streams over the budget at P99 (105 ms
+// against 100), and at 1.0 its goodput collapsed (67 -> 49 req/s). Below
+// that share, a burst's requests whose streams would run within the budget
+// are not shed to keep a margin no overload claims (four H100s at their
+// capacity, 25 ms a token, seeds 31-40: 42 shed against 74 with the full
+// margin always).
+func (p Policy) WithShedShare(share float64) Policy {
+	p.fullMargin = share >= steadyShedShare
+	return p
+}
+
+// pickTarget is the share of the per-token budget an endpoint's slow
+// streams (the learned quantile) may reach for it to take a request, and
+// for the shed decision to keep a request; marginTarget is the share with
+// the full margin, which late binding holds a request for and the shed
+// decision keeps in a sustained overload (steadyShedShare of the requests
+// shed). minSpreadSamples is how many streams must have finished there
+// before their spread is trusted.
+//
+// Picks held to the full margin left out every endpoint a hair over it
+// while one was under, and requests went to the few under it, whose first
+// tokens came later: on a mixed H100/A10G fleet at twice its capacity
+// (des, 150 s, seeds 11-20) the A10Gs took requests that H100s just over
+// the bound would have started sooner. With pickTarget 0.93: goodput 67.4
+// -> 70.8 req/s, P99 TTFT 1.62 -> 1.43 s, P99 time per token 99.8 -> 97.7
+// ms (100 ms budget); at four times its capacity 88.8 -> 90.1. Late
+// binding holding requests for an endpoint within 0.93 instead, the same
+// fleet at twice its capacity held requests for endpoints that a sustained
+// overload keeps at the bound, and shed more of them (goodput 59.8).
 const (
-	spreadTarget     = 0.9
+	pickTarget       = 0.93
+	marginTarget     = 0.9
+	steadyShedShare  = 0.05
 	minSpreadSamples = 30
 )
 

@@ -319,3 +319,26 @@ func TestInterTokenBoundFollowsTheStreamsSpread(t *testing.T) {
 		t.Error("a bound of 65 ms set as is: tokens 80 ms apart not too far apart")
 	}
 }
+
+// Picks may go to an endpoint whose slow streams would run within 93% of
+// the per-token budget, and the shed decision keeps such a request; while
+// the picker sheds a steady share of its requests, the shed decision holds
+// them to 90%.
+func TestShedDecisionKeepsTheFullMarginInASustainedOverload(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel // 100 ms a token
+	v := view(0, 0.0915)                        // streams at their mean: 91.5 ms
+	v.InFlight = 10
+	v.Speed.StreamSpread, v.Speed.SpreadSamples = 1, 100
+	cands := []*datastore.View{v}
+	if got := p.WithinBounds(cands, 100, 0, m, nil, nil); len(got) != 1 {
+		t.Errorf("tokens 91.5 ms apart: left out of the picks (bound 93 ms)")
+	}
+	for _, share := range []float64{0, 0.02} {
+		if d := p.WithShedShare(share).Decide(cands, 0, 100, 0, m, nil); d.Shed {
+			t.Errorf("%.0f%% of requests shed lately, tokens 91.5 ms apart: %+v, want kept (bound 93 ms)", 100*share, d)
+		}
+	}
+	if d := p.WithShedShare(0.1).Decide(cands, 0, 100, 0, m, nil); !d.Shed {
+		t.Errorf("10%% of requests shed lately, tokens 91.5 ms apart: %+v, want shed (bound 90 ms)", d)
+	}
+}

@@ -145,6 +145,7 @@ func (p Policy) Bind(cands []*datastore.View, promptTokens int, held float64, ma
 		return NotBound, 0
 	}
 	start := p.StartSeconds(cands, m)
+	p.fullMargin = true // held only for an endpoint within the full margin
 	within := false
 	soonest, retry := math.Inf(1), math.Inf(1)
 	for _, v := range cands {

@@ -111,6 +111,8 @@ type Director struct {
 	queue waitQueue
 	// misses is the admission's miss budget.
 	misses missBudget
+	// sheds is the share of the latest requests shed.
+	sheds shedShare
 }
 
 type cycle struct {
@@ -311,15 +313,19 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 		binding = admission.NotBound
 	}
 	if binding == admission.NotBound {
-		dec := p.Admission.Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
+		dec := p.Admission.WithShedShare(d.sheds.load()).Decide(c.cands, req.Priority, c.PromptTokens, waited, p.Latency, c.Cycle)
 		if dec.Shed {
 			res, err := d.queueOrShed(p, dec, req, now, place, queuing)
 			if res.Reason != ReasonShed || !dec.MissBudgetEligible || p.Admission.MissBudget <= 0 || !d.misses.spend() {
+				if res.Reason == ReasonShed {
+					d.sheds.observe(true)
+				}
 				return res, err
 			}
 			reason = ReasonOverBounds
 		}
 	}
+	d.sheds.observe(false)
 	// Endpoints to avoid (ejected, stalled, slow-starting) compete only when
 	// the configured filters leave nothing else.
 	// Of those, the endpoints within the admission bounds compete alone
