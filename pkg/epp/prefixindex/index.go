@@ -298,12 +298,16 @@ func (ix *Index) holderOf(endpoint int32, it ringItem) *holder {
 	return ix.find(&ix.entries[slot], endpoint)
 }
 
-// evict forgets endpoint's hold on old's block.
+// evict forgets endpoint's hold on old's block (one map lookup: evictions
+// run for most blocks of every new prompt once the rings are full).
 func (ix *Index) evict(endpoint int32, old ringItem) {
-	if ix.holderOf(endpoint, old) == nil {
+	if old.anonymous {
 		return
 	}
-	slot := ix.blocks[old.hash]
+	slot, ok := ix.blocks[old.hash]
+	if !ok || ix.find(&ix.entries[slot], endpoint) == nil {
+		return
+	}
 	if ix.removeHolder(&ix.entries[slot], endpoint) {
 		delete(ix.blocks, old.hash)
 		ix.freeSlots = append(ix.freeSlots, slot)
