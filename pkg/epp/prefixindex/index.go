@@ -285,30 +285,31 @@ func (ix *Index) push(endpoint int32, l *lru, item ringItem) int32 {
 	return int32(pos)
 }
 
+// slotOf is the entry slot of ring item it's block (false for an anonymous
+// item).
+func (ix *Index) slotOf(it ringItem) (int32, bool) {
+	if it.anonymous {
+		return 0, false
+	}
+	slot, ok := ix.blocks[it.hash]
+	return slot, ok
+}
+
 // holderOf returns endpoint's hold on the block of ring item it (nil for an
 // anonymous item).
 func (ix *Index) holderOf(endpoint int32, it ringItem) *holder {
-	if it.anonymous {
-		return nil
-	}
-	slot, ok := ix.blocks[it.hash]
+	slot, ok := ix.slotOf(it)
 	if !ok {
 		return nil
 	}
 	return ix.find(&ix.entries[slot], endpoint)
 }
 
-// evict forgets endpoint's hold on old's block (one map lookup: evictions
-// run for most blocks of every new prompt once the rings are full).
+// evict forgets endpoint's hold on old's block, if it has one
+// (removeHolder leaves an entry without it as it is). One map lookup:
+// evictions run for most blocks of every new prompt once the rings are full.
 func (ix *Index) evict(endpoint int32, old ringItem) {
-	if old.anonymous {
-		return
-	}
-	slot, ok := ix.blocks[old.hash]
-	if !ok || ix.find(&ix.entries[slot], endpoint) == nil {
-		return
-	}
-	if ix.removeHolder(&ix.entries[slot], endpoint) {
+	if slot, ok := ix.slotOf(old); ok && ix.removeHolder(&ix.entries[slot], endpoint) {
 		delete(ix.blocks, old.hash)
 		ix.freeSlots = append(ix.freeSlots, slot)
 	}
