@@ -169,21 +169,23 @@ func (s *EndpointState) drainLocked(now time.Time) {
 	}
 }
 
-// View copies the state for a scheduling decision at now.
+// View copies the state for a scheduling decision at now. Fields are set in
+// place: a View is some 450 bytes, and a composite literal built it aside
+// and copied it, for every endpoint at every pick.
 func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked(now)
 	s.learner.Relax(now, s.pendingFirstToken == 0, s.class.priorFor(s.id))
-	*v = View{
-		ID: s.id, Key: s.key, Labels: s.endpoint.Labels,
-		Metrics: s.metrics, HasMetrics: s.hasMetrics,
-		InFlight: s.inFlight, PendingFirstToken: s.pendingFirstToken,
-		PendingPrefillTokens: s.pendingPrefillTokens, BacklogTokens: s.backlog,
-		PicksSinceSample: s.picksSince, FirstTokensSince: s.firstTokensSince, FinishedSinceSample: s.finishedSince,
-		MeanPromptTokens: s.meanPrompt, Speed: s.learner.Speed(), AdaptersSinceSample: s.adaptersSince,
-		Models: s.models, Avoid: s.avoidLocked(now), LastPickAt: s.lastPickAt, PickRate: s.pickRateLocked(now),
-	}
+	v.ID, v.Key, v.Labels = s.id, s.key, s.endpoint.Labels
+	v.Metrics, v.HasMetrics = s.metrics, s.hasMetrics
+	v.InFlight, v.PendingFirstToken = s.inFlight, s.pendingFirstToken
+	v.PendingPrefillTokens, v.BacklogTokens = s.pendingPrefillTokens, s.backlog
+	v.PicksSinceSample, v.FirstTokensSince, v.FinishedSinceSample = s.picksSince, s.firstTokensSince, s.finishedSince
+	v.MeanPromptTokens, v.Speed, v.AdaptersSinceSample = s.meanPrompt, s.learner.Speed(), s.adaptersSince
+	v.Models, v.Avoid, v.LastPickAt, v.PickRate = s.models, s.avoidLocked(now), s.lastPickAt, s.pickRateLocked(now)
+	v.OldestWait, v.Overdue, v.OverdueInLine = 0, 0, 0
+	v.AdapterSlotWaitSeconds = 0
 	if len(s.queue) > 0 {
 		v.OldestWait = now.Sub(s.queue[0].PickedAt)
 		for _, r := range s.queue {
@@ -194,6 +196,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 			}
 		}
 	}
+	v.Stale = false
 	if staleness > 0 {
 		v.Stale = !s.hasMetrics || now.Sub(s.metrics.SampledAt) > staleness
 	}

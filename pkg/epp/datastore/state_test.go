@@ -3,6 +3,7 @@ package datastore
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -261,5 +262,54 @@ func TestPassedOverRequestsStayInBacklog(t *testing.T) {
 	}
 	if got := st.Speed().PrefillTokensPerSecond; got < 0.5*rate {
 		t.Fatalf("the passed-over request's 11 s wait dropped the rate from %.0f to %.0f", rate, got)
+	}
+}
+
+// View writes every field of the view it fills: the director reuses one
+// slot per endpoint from pick to pick, so a field View left alone would
+// carry the previous decision's value (an adapter's slot wait, an overdue
+// request long since served) into the next.
+func TestViewOverwritesEveryFieldOfAReusedSlot(t *testing.T) {
+	s := newState()
+	s.UpdateMetrics(Metrics{Waiting: 2, SampledAt: at(0)}, at(0))
+	var fresh, reused View
+	s.View(at(0.1), time.Second, &fresh)
+	spoil(t, reflect.ValueOf(&reused).Elem(), "View")
+	s.View(at(0.1), time.Second, &reused)
+	if !reflect.DeepEqual(fresh, reused) {
+		t.Fatalf("a reused view keeps stale fields:\nfresh  %+v\nreused %+v", fresh, reused)
+	}
+}
+
+// spoil sets every field below v to a value View would not produce here.
+func spoil(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	if v.Type() == reflect.TypeFor[time.Time]() {
+		v.Set(reflect.ValueOf(time.Unix(1, 0)))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				spoil(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+			}
+		}
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(-12345)
+	case reflect.Float64:
+		v.SetFloat(-1.5)
+	case reflect.String:
+		v.SetString("stale")
+	case reflect.Map:
+		v.Set(reflect.MakeMapWithSize(v.Type(), 1))
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+	default:
+		t.Fatalf("%s: kind %s has no stale value here; add one", path, v.Kind())
 	}
 }
