@@ -185,7 +185,7 @@ func (v *View) UnaccountedWaiting() int {
 func (v *View) Queue() latency.Queue {
 	return latency.Queue{BacklogTokens: v.BacklogTokens, OthersWaiting: v.UnaccountedWaiting(),
 		MeanPromptTokens: v.MeanPromptTokens, PendingFirstToken: v.PendingFirstToken,
-		ArrivingTokensPerSecond: v.PickRate * v.MeanPromptTokens, Speed: v.Speed}
+		ArrivingTokensPerSecond: v.PickRate * v.MeanPromptTokens, Speed: &v.Speed}
 }
 
 // LoadEstimate is running plus waiting requests corrected the same way: the

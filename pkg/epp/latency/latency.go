@@ -52,7 +52,10 @@ type Queue struct {
 	// ArrivingTokensPerSecond is the uncached prompt tokens the picker sends
 	// there per second, of late.
 	ArrivingTokensPerSecond float64
-	Speed                   Speed
+	// Speed is the endpoint's learned speed, read through: admission and
+	// the scorers build a Queue for every endpoint several times a pick,
+	// and a copy of the Speed in each was most of its cost.
+	Speed *Speed
 }
 
 // WorkAhead is the uncached prefill tokens the endpoint must work through
@@ -107,7 +110,7 @@ func (m Model) KVPressure(utilization float64) float64 {
 func (m Model) TTFT(q Queue, uncached int, fallbackPrompt int, kvUtilization float64) float64 {
 	ahead := WorkAhead(q, fallbackPrompt)
 	work := ahead + float64(uncached) + m.joiningTokens(q, ahead, uncached)
-	t := m.PrefillSeconds(q.Speed, work)
+	t := m.PrefillSeconds(*q.Speed, work)
 	if q.PendingFirstToken > 0 {
 		t += q.Speed.DecodeStepSeconds
 	}
@@ -133,7 +136,7 @@ func (m Model) joiningTokens(q Queue, ahead float64, uncached int) float64 {
 
 // DrainSeconds predicts when the queue q will have been worked off.
 func (m Model) DrainSeconds(q Queue, fallbackPrompt int) float64 {
-	return m.PrefillSeconds(q.Speed, WorkAhead(q, fallbackPrompt))
+	return m.PrefillSeconds(*q.Speed, WorkAhead(q, fallbackPrompt))
 }
 
 // InterTokenWith predicts the mean time between tokens of the streams on an

@@ -91,7 +91,7 @@ func TestPendingFirstTokenCostsTheStepInFlight(t *testing.T) {
 func TestArrivalsJoinTheRequestsStep(t *testing.T) {
 	m := latency.Model{ChunkTokens: 8192}
 	q := latency.Queue{BacklogTokens: 1500, MeanPromptTokens: 1500,
-		Speed: latency.Speed{PrefillTokensPerSecond: 1500, DecodeStepSeconds: 0.04}}
+		Speed: &latency.Speed{PrefillTokensPerSecond: 1500, DecodeStepSeconds: 0.04}}
 	quiet := m.TTFT(q, 500, 0, 0)
 	q.ArrivingTokensPerSecond = 4500
 	if got := m.TTFT(q, 500, 0, 0) - quiet; math.Abs(got-3) > 1e-9 {
