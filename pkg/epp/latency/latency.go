@@ -52,9 +52,9 @@ type Queue struct {
 	// ArrivingTokensPerSecond is the uncached prompt tokens the picker sends
 	// there per second, of late.
 	ArrivingTokensPerSecond float64
-	// Speed is the endpoint's learned speed, read through: admission and
-	// the scorers build a Queue for every endpoint several times a pick,
-	// and a copy of the Speed in each was most of its cost.
+	// Speed points at the endpoint's learned speed (the view's; never nil).
+	// Admission and the scorers build a Queue for every endpoint several
+	// times a pick, and a copy of the Speed in each was most of its cost.
 	Speed *Speed
 }
 
