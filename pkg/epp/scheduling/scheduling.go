@@ -160,7 +160,9 @@ func (c *Cycle) Reset(req *Request, now time.Time, prefix PrefixSettings) {
 	c.ranking = c.ranking[:0]
 }
 
-// Views returns n zeroed-for-reuse view slots owned by the cycle.
+// Views returns n view slots owned by the cycle, reused from decision to
+// decision: they hold the last decision's views, which
+// datastore.EndpointState.View overwrites field by field.
 func (c *Cycle) Views(n int) []datastore.View {
 	if cap(c.views) < n {
 		c.views = make([]datastore.View, n)
