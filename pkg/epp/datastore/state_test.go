@@ -274,15 +274,16 @@ func TestViewOverwritesEveryFieldOfAReusedSlot(t *testing.T) {
 	s.UpdateMetrics(Metrics{Waiting: 2, SampledAt: at(0)}, at(0))
 	var fresh, reused View
 	s.View(at(0.1), time.Second, &fresh)
-	spoil(t, reflect.ValueOf(&reused).Elem(), "View")
+	spoil(t, reflect.ValueOf(&reused).Elem(), reflect.ValueOf(fresh), "View")
 	s.View(at(0.1), time.Second, &reused)
 	if !reflect.DeepEqual(fresh, reused) {
 		t.Fatalf("a reused view keeps stale fields:\nfresh  %+v\nreused %+v", fresh, reused)
 	}
 }
 
-// spoil sets every field below v to a value View would not produce here.
-func spoil(t *testing.T, v reflect.Value, path string) {
+// spoil sets every field below v to a value View would not produce here:
+// unlike the one in fresh, View's own result.
+func spoil(t *testing.T, v, fresh reflect.Value, path string) {
 	t.Helper()
 	if v.Type() == reflect.TypeFor[time.Time]() {
 		v.Set(reflect.ValueOf(time.Unix(1, 0)))
@@ -292,11 +293,11 @@ func spoil(t *testing.T, v reflect.Value, path string) {
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() {
-				spoil(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+				spoil(t, v.Field(i), fresh.Field(i), path+"."+v.Type().Field(i).Name)
 			}
 		}
 	case reflect.Bool:
-		v.SetBool(!v.Bool())
+		v.SetBool(!fresh.Bool())
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		v.SetInt(-12345)
 	case reflect.Float64:
