@@ -342,3 +342,36 @@ func TestShedDecisionKeepsTheFullMarginInASustainedOverload(t *testing.T) {
 		t.Errorf("20%% of requests shed lately, tokens 91.5 ms apart: %+v, want shed (bound 90 ms)", d)
 	}
 }
+
+// A full KV cache makes a request wait for memory however short the queued
+// prefill: the share of the cache to be freed before the prompt fits, times
+// the mean request duration there. A 20,000-token prompt on a 100,000-token
+// cache at 0.95 must wait for 0.15 of it, 3 s at 20 s a request, past the
+// 1.5 s wait bound; with half the cache free, or before any request
+// finished there, it waits for nothing.
+func TestAFullKVCacheIsAWaitForMemory(t *testing.T) {
+	p, m := DefaultPolicy, latency.DefaultModel
+	full := view(0, 0)
+	full.Metrics.KVCacheKnown, full.Metrics.KVCacheUsage = true, 0.95
+	full.Metrics.NumGPUBlocks, full.Metrics.BlockSizeTokens = 6250, 16
+	full.Speed.RequestSamples, full.Speed.RequestSeconds = 5, 20
+	drain := m.DrainSeconds(full.Queue(), 20000)
+	if got := PredictedWait(full, 20000, m); math.Abs(got-drain-3) > 1e-9 {
+		t.Errorf("predicted wait on a full cache: %v s, want the %v s of queued prefill and 3 s for memory", got, drain)
+	}
+	if d := p.Decide([]*datastore.View{full}, 0, 20000, 0, m, nil); !d.Shed {
+		t.Errorf("a 20,000-token prompt that must wait 3 s for memory (wait bound 1.5 s): not shed")
+	}
+	if p.StartsSoon(full, 20000, m, 0.5) {
+		t.Errorf("a full cache said to start a 20,000-token prompt soon")
+	}
+	roomy := *full
+	roomy.Metrics.KVCacheUsage = 0.5
+	unmeasured := *full
+	unmeasured.Speed.RequestSamples = 0
+	for name, v := range map[string]*datastore.View{"half the cache free": &roomy, "no request finished yet": &unmeasured} {
+		if got := PredictedWait(v, 20000, m); got != drain {
+			t.Errorf("%s: predicted wait %v s, want the queued prefill's %v s", name, got, drain)
+		}
+	}
+}

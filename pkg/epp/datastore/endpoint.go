@@ -236,15 +236,39 @@ func (v *View) InterTokenWith(m latency.Model, uncached int) float64 {
 	return m.InterTokenWith(v.Speed, uncached, kv, kvKnown)
 }
 
-// kvUtilization is the sampled KV-cache use m shows, raised by picks since
-// the sample of meanPrompt tokens each and by joining tokens more.
+// KVOverflow is how much more than the whole KV cache (as a share of it)
+// the endpoint would need to hold tokens more: what must be freed before
+// they fit. 0 when they fit, or when the cache's use or size is unknown.
+func (v *View) KVOverflow(tokens float64) float64 {
+	u, sized := kvDemand(v.Metrics, v.HasMetrics, v.PicksSinceSample, v.MeanPromptTokens, tokens)
+	if !sized {
+		return 0
+	}
+	return max(0, u-1)
+}
+
+// kvUtilization is kvDemand within the cache's size, and whether the use is
+// known.
 func kvUtilization(m Metrics, has bool, picksSince int, meanPrompt, joining float64) (float64, bool) {
 	if !has || !m.KVCacheKnown {
 		return 0, false
 	}
-	u := m.KVCacheUsage
+	u, _ := kvDemand(m, has, picksSince, meanPrompt, joining)
+	return min(u, 1), true
+}
+
+// kvDemand is the sampled KV-cache use m shows, raised by picks since the
+// sample of meanPrompt tokens each and by joining tokens more when the
+// cache's size is known (sized): a share of the cache, over 1 when they
+// would not fit.
+func kvDemand(m Metrics, has bool, picksSince int, meanPrompt, joining float64) (u float64, sized bool) {
+	if !has || !m.KVCacheKnown {
+		return 0, false
+	}
+	u = m.KVCacheUsage
 	if capacity := m.NumGPUBlocks * m.BlockSizeTokens; capacity > 0 {
 		u += (float64(picksSince)*meanPrompt + joining) / float64(capacity)
+		sized = true
 	}
-	return min(u, 1), true
+	return u, sized
 }

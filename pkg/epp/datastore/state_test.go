@@ -314,3 +314,29 @@ func spoil(t *testing.T, v, fresh reflect.Value, path string) {
 		t.Fatalf("%s: kind %s has no stale value here; add one", path, v.Kind())
 	}
 }
+
+// KVOverflow is the share of the cache that would have to be freed for a
+// request to fit: the sampled use, the prompts sent since the sample and
+// the request's own tokens, beyond the cache's size; nothing where they fit
+// or where the cache's use or size is unknown.
+func TestKVOverflowIsWhatMustBeFreedFirst(t *testing.T) {
+	v := View{HasMetrics: true, PicksSinceSample: 2, MeanPromptTokens: 1000,
+		Metrics: Metrics{KVCacheKnown: true, KVCacheUsage: 0.9, NumGPUBlocks: 6250, BlockSizeTokens: 16}} // 100,000 tokens
+	for _, c := range []struct {
+		tokens, want float64
+	}{{0, 0}, {8000, 0}, {20000, 0.12}, {200000, 1.92}} {
+		if got := v.KVOverflow(c.tokens); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("KVOverflow(%v) with the cache 0.92 used = %v, want %v", c.tokens, got, c.want)
+		}
+	}
+	unsized := v
+	unsized.Metrics.NumGPUBlocks = 0
+	if got := unsized.KVOverflow(200000); got != 0 {
+		t.Errorf("cache size unknown: KVOverflow = %v, want 0", got)
+	}
+	unknown := v
+	unknown.Metrics.KVCacheKnown = false
+	if got := unknown.KVOverflow(200000); got != 0 {
+		t.Errorf("cache use unknown: KVOverflow = %v, want 0", got)
+	}
+}
