@@ -250,10 +250,34 @@ func (p Policy) TokensTooFarApart(v *datastore.View, uncached int, m latency.Mod
 // over it at P99 (multi-lora: 102 ms).
 func (p Policy) interTokenBound(v *datastore.View) float64 {
 	b := p.MaxInterTokenSeconds
-	if sp := v.Speed; p.TPOTSeconds > 0 && sp.SpreadSamples >= minSpreadSamples {
-		b = max(b, p.spreadTarget()*p.TPOTSeconds/max(sp.StreamSpread, 1))
+	if spread, ok := streamSpread(v); p.TPOTSeconds > 0 && ok {
+		b = max(b, p.spreadTarget()*p.TPOTSeconds/max(spread, 1))
 	}
 	return b
+}
+
+// streamSpread is v's own stream spread once minSpreadSamples streams
+// finished there, else its speed class's once as many finished across the
+// class (datastore.View.ClassStreamSpread); ok is false while neither is
+// known. Alike GPUs serving one workload spread their streams alike, and
+// an endpoint's own take many minutes to count where streams last long: on
+// six L4s at 0.6 to 0.8 requests a second (4,000-token prompts, 300-token
+// answers, SLO 3 s and 150 ms a token; des, seeds 1-3), where a stream ran
+// at 0.6 of the budget with no other there, each endpoint's own spread came
+// after the run was over, and until then the bound's 65% of the budget
+// shed a quarter to a third of the requests (goodput 0.46 and 0.51 req/s,
+// where the best peers served 0.52 and 0.36); with the class's, 0.52 and
+// 0.57 (17 and 36 shed, in the first minute). Six L4s in bursts
+// (bench/shapes/l4-bursty, seeds 21-23): 30 shed instead of 40, goodput
+// 3.47 -> 3.50.
+func streamSpread(v *datastore.View) (spread float64, ok bool) {
+	switch {
+	case v.Speed.SpreadSamples >= minSpreadSamples:
+		return v.Speed.StreamSpread, true
+	case v.ClassSpreadSamples >= minSpreadSamples:
+		return v.ClassStreamSpread, true
+	}
+	return 0, false
 }
 
 // spreadTarget is the share of the per-token budget an endpoint's slow

@@ -318,6 +318,22 @@ func TestInterTokenBoundFollowsTheStreamsSpread(t *testing.T) {
 	if !asIs.TokensTooFarApart(spread(1.05, 100), 0, m) {
 		t.Error("a bound of 65 ms set as is: tokens 80 ms apart not too far apart")
 	}
+	// Before its own, an endpoint takes its speed class's spread once as
+	// many streams finished across the class; its own once it has them.
+	pooled := spread(1.6, 20)
+	pooled.ClassStreamSpread, pooled.ClassSpreadSamples = 1.05, 100
+	if p.TokensTooFarApart(pooled, 0, m) {
+		t.Error("20 streams of its own, the class's slow streams 5% over the mean: too far apart")
+	}
+	pooled.ClassSpreadSamples = 20
+	if !p.TokensTooFarApart(pooled, 0, m) {
+		t.Error("20 streams of its own, 20 across the class: not too far apart (bound 65 ms)")
+	}
+	own := spread(1.6, 100)
+	own.ClassStreamSpread, own.ClassSpreadSamples = 1.05, 500
+	if !p.TokensTooFarApart(own, 0, m) {
+		t.Error("its own slow streams 60% over the mean, the class's 5%: the class's spread taken over its own")
+	}
 }
 
 // Picks may go to an endpoint whose slow streams would run within 93% of

@@ -25,6 +25,10 @@ type speedClass struct {
 	// best is the best figures of measured, recomputed after a change (dirty).
 	best  latency.Priors
 	dirty bool
+	// spreads pools the members' finished streams (latency.StreamSpreads):
+	// a member's own take as many streams as the class has members to
+	// fill, and until then its class's say how far its slow streams run.
+	spreads latency.StreamSpreads
 }
 
 // record keeps sp as member id's speed once it is measured.
@@ -36,6 +40,17 @@ func (c *speedClass) record(id int32, sp latency.Speed) {
 	defer c.mu.Unlock()
 	c.measured[id] = latency.Priors{PrefillTokensPerSecond: sp.PrefillTokensPerSecond, DecodeStepSeconds: sp.DecodeStepSeconds}
 	c.dirty = true
+}
+
+// recordSpread counts a member's finished stream's time per token over
+// its mean time between tokens (0: not measured).
+func (c *speedClass) recordSpread(ratio float64) {
+	if c == nil || ratio <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spreads.Add(ratio)
 }
 
 // forget drops member id.
@@ -53,18 +68,22 @@ func (c *speedClass) forget(id int32) {
 // Priors (the learner's own priors then apply) while no other member is
 // measured: a pod alone in its class whose rate collapsed must not be held
 // there by its own figures.
-func (c *speedClass) priorFor(id int32) latency.Priors {
+//
+// spread and samples are the class's pooled stream spread
+// (latency.StreamSpreads), read under the same lock.
+func (c *speedClass) priorFor(id int32) (prior latency.Priors, spread float64, samples int) {
 	if c == nil {
-		return latency.Priors{}
+		return latency.Priors{}, 0, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	spread, samples = c.spreads.Spread()
 	others := len(c.measured)
 	if _, ok := c.measured[id]; ok {
 		others--
 	}
 	if others == 0 {
-		return latency.Priors{}
+		return latency.Priors{}, spread, samples
 	}
 	if c.dirty {
 		c.best = latency.Priors{DecodeStepSeconds: math.Inf(1)}
@@ -74,7 +93,7 @@ func (c *speedClass) priorFor(id int32) latency.Priors {
 		}
 		c.dirty = false
 	}
-	return c.best
+	return c.best, spread, samples
 }
 
 // classOf returns the speed class of an endpoint with labels (nil without

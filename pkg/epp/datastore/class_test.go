@@ -65,6 +65,37 @@ func TestIdleEndpointRelaxesTowardItsClass(t *testing.T) {
 	}
 }
 
+// Every stream that finishes on an endpoint counts toward its speed class's
+// pooled spread, which the views of all the class's endpoints carry (one
+// that served nothing included); an endpoint without a class has none.
+func TestViewsCarryTheirClassStreamSpread(t *testing.T) {
+	s := NewStore(latency.DefaultPriors)
+	var eps []Endpoint
+	for i, gpu := range []string{"L4", "L4", "L4", "H100", ""} {
+		eps = append(eps, Endpoint{Address: "10.0.0." + strconv.Itoa(i+1), Port: 8000, Labels: map[string]string{wire.LabelGPUProduct: gpu}})
+	}
+	s.SetEndpoints(eps)
+	st := s.Endpoints(nil)
+	end := serve(st[0], 2500, 0.09, 20, 0)
+	end = max(end, serve(st[1], 2500, 0.09, 15, 0))
+	end = max(end, serve(st[4], 2500, 0.09, 20, 0))
+	var v View
+	own := st[0].Speed()
+	for i, want := range []int{35, 35, 35, 0, 0} {
+		st[i].View(at(end), 0, &v)
+		if v.ClassSpreadSamples != want {
+			t.Errorf("endpoint %d (%q): %d streams in its class's spread, want %d", i, eps[i].Labels[wire.LabelGPUProduct], v.ClassSpreadSamples, want)
+		}
+		// Every stream ran at its endpoint's mean: the spread is about 1.
+		if want > 0 && math.Abs(v.ClassStreamSpread-1) > 0.1 {
+			t.Errorf("endpoint %d: class spread %.3f, want about 1 (its own: %.3f)", i, v.ClassStreamSpread, own.StreamSpread)
+		}
+	}
+	if own.SpreadSamples != 20 {
+		t.Errorf("endpoint 0's own spread counts %d streams, want its 20", own.SpreadSamples)
+	}
+}
+
 // The pick rate counts picks over a decaying window: n picks a second for
 // long reads n, and it halves in a window's ln 2 without picks.
 func TestPickRate(t *testing.T) {

@@ -147,6 +147,11 @@ type View struct {
 	// over (a request picked after one had its first token first): those
 	// that wait in line for the batch, not for an adapter slot or memory.
 	OverdueInLine time.Duration
+	// ClassStreamSpread and ClassSpreadSamples are the stream spread
+	// (latency.Speed.StreamSpread) pooled over the endpoints of its speed
+	// class, and the streams behind it (0: no class, or none finished).
+	ClassStreamSpread  float64
+	ClassSpreadSamples int
 	// AdapterSlotWaitSeconds is how long the request being decided would
 	// wait here for its LoRA adapter to get a slot (0: resident, a slot is
 	// free, or no adapter). Not the endpoint's: the picker sets it for each

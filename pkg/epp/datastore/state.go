@@ -176,7 +176,9 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked(now)
-	s.learner.Relax(now, s.pendingFirstToken == 0, s.class.priorFor(s.id))
+	prior, classSpread, classSpreadSamples := s.class.priorFor(s.id)
+	s.learner.Relax(now, s.pendingFirstToken == 0, prior)
+	v.ClassStreamSpread, v.ClassSpreadSamples = classSpread, classSpreadSamples
 	v.ID, v.Key, v.Labels = s.id, s.key, s.endpoint.Labels
 	v.Metrics, v.HasMetrics = s.metrics, s.hasMetrics
 	v.InFlight, v.PendingFirstToken = s.inFlight, s.pendingFirstToken
@@ -329,9 +331,10 @@ func (s *EndpointState) endLocked(r *Request, outputTokens int, now time.Time) {
 	r.done = true
 	s.inFlight--
 	s.finishedSince++
-	s.learner.ObserveCompletion(latency.Completion{PickedAt: r.PickedAt, FirstTokenAt: r.firstTokenAt, At: now,
+	spread := s.learner.ObserveCompletion(latency.Completion{PickedAt: r.PickedAt, FirstTokenAt: r.firstTokenAt, At: now,
 		TokensSeen: r.tokens, OutputTokens: outputTokens})
 	s.class.record(s.id, s.learner.Speed())
+	s.class.recordSpread(spread)
 }
 
 // Speed returns the learned speed.

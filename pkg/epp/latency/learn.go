@@ -94,9 +94,8 @@ type Learner struct {
 	// kvTrend regresses the time between tokens on the KV-cache use.
 	kvTrend kvTrend
 	// spreads holds the latest finished streams' time per token over the
-	// mean time between tokens (a ring, next at spreadNext).
-	spreads    [spreadWindow]float64
-	spreadNext int
+	// mean time between tokens.
+	spreads StreamSpreads
 }
 
 // kvTrend is a least-squares line through (KV-cache use, time between
@@ -381,13 +380,15 @@ type Completion struct {
 // ObserveCompletion learns the mean request duration from c and, when the
 // server reported more tokens than were seen (a non-streamed response
 // reports usage only), the decode step from the time after the first token.
-func (l *Learner) ObserveCompletion(c Completion) {
+// It returns the stream's time per token over the mean time between tokens
+// (0: not measured), which the endpoint's class pools (StreamSpreads).
+func (l *Learner) ObserveCompletion(c Completion) (spread float64) {
 	if !c.FirstTokenAt.IsZero() && c.OutputTokens > c.TokensSeen && c.TokensSeen <= 1 {
 		if d := c.At.Sub(c.FirstTokenAt).Seconds(); d > 0 {
 			l.observeStep(d/float64(c.OutputTokens-1), c.At, 0, false)
 		}
 	}
-	l.observeSpread(c)
+	spread = l.observeSpread(c)
 	if d := c.At.Sub(c.PickedAt).Seconds(); c.OutputTokens > 0 && d > 0 {
 		if l.speed.RequestSamples == 0 {
 			l.speed.RequestSeconds, l.speed.OutputTokens = d, DefaultOutputTokens
@@ -400,37 +401,24 @@ func (l *Learner) ObserveCompletion(c Completion) {
 		l.speed.RequestSamples++
 		l.speed.OutputTokens += max(requestAlpha, 1/float64(l.speed.RequestSamples+1)) * (float64(c.OutputTokens) - l.speed.OutputTokens)
 	}
+	return spread
 }
 
-// spreadWindow is how many of the latest streams the spread is taken over.
-const spreadWindow = 100
-
 // observeSpread counts a finished stream's time per token over the mean
-// time between tokens now in the spread: the second slowest of the latest
-// spreadWindow streams, their 99th percentile (of fewer, still the second
-// slowest). One pass under the endpoint's lock, on every completion.
-func (l *Learner) observeSpread(c Completion) {
+// time between tokens now in the spread (StreamSpreads), and returns it (0
+// when the stream or the mean is unknown). One pass under the endpoint's
+// lock, on every completion.
+func (l *Learner) observeSpread(c Completion) float64 {
 	tokens := max(c.OutputTokens, c.TokensSeen)
 	if c.FirstTokenAt.IsZero() || tokens < 2 || l.speed.DecodeSamples == 0 || l.speed.InterTokenSeconds <= 0 {
-		return
+		return 0
 	}
 	tpot := c.At.Sub(c.FirstTokenAt).Seconds() / float64(tokens-1)
 	if !(tpot > 0) {
-		return
+		return 0
 	}
-	l.spreads[l.spreadNext] = tpot / l.speed.InterTokenSeconds
-	l.spreadNext = (l.spreadNext + 1) % spreadWindow
-	l.speed.SpreadSamples++
-	var slowest, second float64
-	for _, r := range l.spreads[:min(l.speed.SpreadSamples, spreadWindow)] {
-		if r > slowest {
-			slowest, second = r, slowest
-		} else if r > second {
-			second = r
-		}
-	}
-	if l.speed.SpreadSamples == 1 {
-		second = slowest
-	}
-	l.speed.StreamSpread = second
+	r := tpot / l.speed.InterTokenSeconds
+	l.spreads.Add(r)
+	l.speed.StreamSpread, l.speed.SpreadSamples = l.spreads.Spread()
+	return r
 }
