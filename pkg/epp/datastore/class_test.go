@@ -28,18 +28,24 @@ func serve(st *EndpointState, rate, step float64, n int, start float64) float64 
 	return now
 }
 
+// endpointsOn is a store's endpoints, one on each accelerator named (""
+// for none), in order.
+func endpointsOn(gpus ...string) ([]*EndpointState, []Endpoint) {
+	s := NewStore(latency.DefaultPriors)
+	var eps []Endpoint
+	for i, gpu := range gpus {
+		eps = append(eps, Endpoint{Address: "10.0.0." + strconv.Itoa(i+1), Port: 8000, Labels: map[string]string{wire.LabelGPUProduct: gpu}})
+	}
+	s.SetEndpoints(eps)
+	return s.Endpoints(nil), eps
+}
+
 // An idle endpoint forgets what it learned toward what the other endpoints
 // on its accelerator were measured at, not toward the fleet-wide prior:
 // relaxed toward 20k tokens/s, an idle A10G-like endpoint looked as fast as
 // an H100 within a minute.
 func TestIdleEndpointRelaxesTowardItsClass(t *testing.T) {
-	s := NewStore(latency.DefaultPriors)
-	var eps []Endpoint
-	for i, gpu := range []string{"A10G", "A10G", "A10G", "H100", ""} {
-		eps = append(eps, Endpoint{Address: "10.0.0." + strconv.Itoa(i+1), Port: 8000, Labels: map[string]string{wire.LabelGPUProduct: gpu}})
-	}
-	s.SetEndpoints(eps)
-	st := s.Endpoints(nil)
+	st, _ := endpointsOn("A10G", "A10G", "A10G", "H100", "")
 	// The first A10G stalled once and learned a collapsed rate; the second
 	// ran at its true speed; the H100 at its own.
 	end := serve(st[0], 400, 0.037, 20, 0)
@@ -69,13 +75,7 @@ func TestIdleEndpointRelaxesTowardItsClass(t *testing.T) {
 // pooled spread, which the views of all the class's endpoints carry (one
 // that served nothing included); an endpoint without a class has none.
 func TestViewsCarryTheirClassStreamSpread(t *testing.T) {
-	s := NewStore(latency.DefaultPriors)
-	var eps []Endpoint
-	for i, gpu := range []string{"L4", "L4", "L4", "H100", ""} {
-		eps = append(eps, Endpoint{Address: "10.0.0." + strconv.Itoa(i+1), Port: 8000, Labels: map[string]string{wire.LabelGPUProduct: gpu}})
-	}
-	s.SetEndpoints(eps)
-	st := s.Endpoints(nil)
+	st, eps := endpointsOn("L4", "L4", "L4", "H100", "")
 	end := serve(st[0], 2500, 0.09, 20, 0)
 	end = max(end, serve(st[1], 2500, 0.09, 15, 0))
 	end = max(end, serve(st[4], 2500, 0.09, 20, 0))
