@@ -409,11 +409,10 @@ func PredictedWait(v *datastore.View, promptTokens int, m latency.Model) float64
 // wait, 29 placed there, 1 late among 10 (P99 TTFT 6.36 -> 5.49 s, goodput
 // 4.43 -> 4.55 req/s). 0 while no request finished there.
 func memoryWaitSeconds(v *datastore.View, promptTokens int) float64 {
-	over := v.KVOverflow(float64(promptTokens))
-	if over <= 0 || v.Speed.RequestSamples == 0 {
+	if v.Speed.RequestSamples == 0 {
 		return 0
 	}
-	return over * v.Speed.RequestSeconds
+	return v.KVOverflow(float64(promptTokens)) * v.Speed.RequestSeconds
 }
 
 // firstTokenBudget is the first-token SLO the wait bound was fitted to (FitSLO).

@@ -26,8 +26,8 @@ type speedClass struct {
 	best  latency.Priors
 	dirty bool
 	// spreads pools the members' finished streams (latency.StreamSpreads):
-	// a member's own take as many streams as the class has members to
-	// fill, and until then its class's say how far its slow streams run.
+	// what a member's slow streams are taken to run at until enough of its
+	// own finished (admission's streamSpread).
 	spreads latency.StreamSpreads
 }
 

@@ -245,7 +245,7 @@ func (v *View) InterTokenWith(m latency.Model, uncached int) float64 {
 // the endpoint would need to hold tokens more: what must be freed before
 // they fit. 0 when they fit, or when the cache's use or size is unknown.
 func (v *View) KVOverflow(tokens float64) float64 {
-	u, sized := kvDemand(v.Metrics, v.HasMetrics, v.PicksSinceSample, v.MeanPromptTokens, tokens)
+	u, _, sized := kvDemand(v.Metrics, v.HasMetrics, v.PicksSinceSample, v.MeanPromptTokens, tokens)
 	if !sized {
 		return 0
 	}
@@ -255,25 +255,22 @@ func (v *View) KVOverflow(tokens float64) float64 {
 // kvUtilization is kvDemand within the cache's size, and whether the use is
 // known.
 func kvUtilization(m Metrics, has bool, picksSince int, meanPrompt, joining float64) (float64, bool) {
-	if !has || !m.KVCacheKnown {
-		return 0, false
-	}
-	u, _ := kvDemand(m, has, picksSince, meanPrompt, joining)
-	return min(u, 1), true
+	u, known, _ := kvDemand(m, has, picksSince, meanPrompt, joining)
+	return min(u, 1), known
 }
 
-// kvDemand is the sampled KV-cache use m shows, raised by picks since the
-// sample of meanPrompt tokens each and by joining tokens more when the
-// cache's size is known (sized): a share of the cache, over 1 when they
-// would not fit.
-func kvDemand(m Metrics, has bool, picksSince int, meanPrompt, joining float64) (u float64, sized bool) {
+// kvDemand is the sampled KV-cache use m shows (known: the sample says it),
+// raised by picks since the sample of meanPrompt tokens each and by joining
+// tokens more when the cache's size is known (sized): a share of the cache,
+// over 1 when they would not fit.
+func kvDemand(m Metrics, has bool, picksSince int, meanPrompt, joining float64) (u float64, known, sized bool) {
 	if !has || !m.KVCacheKnown {
-		return 0, false
+		return 0, false, false
 	}
 	u = m.KVCacheUsage
 	if capacity := m.NumGPUBlocks * m.BlockSizeTokens; capacity > 0 {
 		u += (float64(picksSince)*meanPrompt + joining) / float64(capacity)
 		sized = true
 	}
-	return u, sized
+	return u, true, sized
 }
