@@ -135,6 +135,11 @@ type View struct {
 	// average over PickRateWindow: compared with the other candidates', the
 	// endpoint's share of the picker's traffic.
 	PickRate float64
+	// PlacedSeconds is the uncached prompt tokens sent here, decaying over
+	// PlacedWindow, in seconds of the endpoint's learned prefill: the
+	// content it was given to cache of late, for its speed, which draws the
+	// later requests that share it.
+	PlacedSeconds float64
 	// OldestWait is how long the oldest request of the picker's still
 	// awaiting its first token here has waited (0: none waits).
 	OldestWait time.Duration

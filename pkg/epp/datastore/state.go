@@ -87,6 +87,9 @@ type EndpointState struct {
 	// pickRate is the picks per second sent here, decaying over
 	// PickRateWindow, as of lastPickAt.
 	pickRate float64
+	// placed is the uncached prompt tokens sent here, decaying over
+	// PlacedWindow, as of lastPickAt.
+	placed float64
 	// class pools the measured speeds of the endpoints on the same
 	// accelerator (nil: no accelerator label); an idle endpoint's figures
 	// relax toward it.
@@ -186,6 +189,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	v.PicksSinceSample, v.FirstTokensSince, v.FinishedSinceSample = s.picksSince, s.firstTokensSince, s.finishedSince
 	v.MeanPromptTokens, v.Speed, v.AdaptersSinceSample = s.meanPrompt, s.learner.Speed(), s.adaptersSince
 	v.Models, v.Avoid, v.LastPickAt, v.PickRate = s.models, s.avoidLocked(now), s.lastPickAt, s.pickRateLocked(now)
+	v.PlacedSeconds = s.placedLocked(now) / max(s.learner.PrefillRate(), 1)
 	v.OldestWait, v.Overdue, v.OverdueInLine = 0, 0, 0
 	v.AdapterSlotWaitSeconds = 0
 	if len(s.queue) > 0 {
@@ -211,10 +215,26 @@ const PickRateWindow = 30 * time.Second
 
 // pickRateLocked is the pick rate decayed to now.
 func (s *EndpointState) pickRateLocked(now time.Time) float64 {
-	if s.pickRate == 0 || !now.After(s.lastPickAt) {
-		return s.pickRate
+	return decayed(s.pickRate, s.lastPickAt, now, PickRateWindow)
+}
+
+// PlacedWindow is the time constant over which View.PlacedSeconds forgets
+// the prompts sent to an endpoint: about as long as a busy server keeps a
+// prefix in its cache, so that it weighs the content the endpoint still
+// holds and draws requests with.
+const PlacedWindow = 10 * time.Minute
+
+// placedLocked is the placed prompt tokens decayed to now.
+func (s *EndpointState) placedLocked(now time.Time) float64 {
+	return decayed(s.placed, s.lastPickAt, now, PlacedWindow)
+}
+
+// decayed is x, as of since, decayed exponentially over window to now.
+func decayed(x float64, since, now time.Time, window time.Duration) float64 {
+	if x == 0 || !now.After(since) {
+		return x
 	}
-	return s.pickRate * math.Exp(-now.Sub(s.lastPickAt).Seconds()/PickRateWindow.Seconds())
+	return x * math.Exp(-now.Sub(since).Seconds()/window.Seconds())
 }
 
 // Picked counts r against the endpoint from now on; r.PickedAt is set to now.
@@ -226,6 +246,7 @@ func (s *EndpointState) Picked(r *Request, now time.Time) {
 	r.WorkAhead = s.backlog
 	r.predictedTTFT = s.learner.PredictFirstToken(r.WorkAhead+float64(r.UncachedTokens), r.ChunkTokens)
 	s.pickRate = s.pickRateLocked(now) + 1/PickRateWindow.Seconds()
+	s.placed = s.placedLocked(now) + float64(r.UncachedTokens)
 	s.lastPickAt = latency.Later(s.lastPickAt, now)
 	s.inFlight++
 	s.pendingFirstToken++

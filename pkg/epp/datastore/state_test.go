@@ -340,3 +340,24 @@ func TestKVOverflowIsWhatMustBeFreedFirst(t *testing.T) {
 		t.Errorf("cache use unknown: KVOverflow = %v, want 0", got)
 	}
 }
+
+// PlacedSeconds is the prompt work sent to the endpoint of late, at its
+// prefill rate: each pick adds its uncached tokens, and the sum decays over
+// PlacedWindow.
+func TestPlacedSecondsIsRecentPromptWorkAtTheEndpointsRate(t *testing.T) {
+	st := newEndpointState(0, Endpoint{Address: "10.0.0.1", Port: 8000}, latency.Priors{PrefillTokensPerSecond: 10000, DecodeStepSeconds: 0.01})
+	var v View
+	st.Picked(&Request{UncachedTokens: 20000}, at(0))
+	st.Picked(&Request{UncachedTokens: 10000}, at(0))
+	if st.View(at(0), 0, &v); math.Abs(v.PlacedSeconds-3) > 1e-9 {
+		t.Fatalf("30,000 tokens at 10,000 a second: PlacedSeconds %v, want 3", v.PlacedSeconds)
+	}
+	window := PlacedWindow.Seconds()
+	if st.View(at(window), 0, &v); math.Abs(v.PlacedSeconds-3/math.E) > 1e-9 {
+		t.Errorf("one window later: PlacedSeconds %v, want %v", v.PlacedSeconds, 3/math.E)
+	}
+	st.Picked(&Request{UncachedTokens: 10000}, at(window))
+	if st.View(at(window), 0, &v); math.Abs(v.PlacedSeconds-(3/math.E+1)) > 1e-9 {
+		t.Errorf("a pick later: PlacedSeconds %v, want %v", v.PlacedSeconds, 3/math.E+1)
+	}
+}

@@ -72,7 +72,9 @@ type Parameters struct {
 // Scorer scores (best+tolerance)/(predicted+tolerance), with the prefill
 // work counted beyond the least among the candidates (and raised to a power
 // near the first-token budget with UrgentShare): the fastest endpoint scores
-// 1, one predicted twice as slow about 0.5. Stale endpoints score 0.
+// 1, one predicted twice as slow about 0.5. Where prompts are reused, a
+// prompt no endpoint holds is steered toward the endpoints given the least
+// content of late (placement.go). Stale endpoints score 0.
 type Scorer struct {
 	scheduling.Named
 	adapterLoad float64
@@ -83,6 +85,9 @@ type Scorer struct {
 	urgent      float64
 	// firstTokenBudget is the route's slo.ttft in seconds (UseRouteSLO).
 	firstTokenBudget float64
+	// reuse is how much of their prompts requests found cached of late
+	// (placement.go).
+	reuse reuseShare
 }
 
 var _ admission.RouteSLOUser = (*Scorer)(nil)
@@ -185,6 +190,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = math.Pow((best+s.tolerance)/(shifted+s.tolerance), sharpen)
 		}
 	}
+	s.steerPlacement(c, cands, scores)
 }
 
 // optimisticSpeed is the fastest prefill rate and shortest decode step
