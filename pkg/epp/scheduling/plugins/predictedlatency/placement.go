@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
-	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
 // Placing new content. A prompt that no endpoint holds any of puts its
@@ -62,34 +61,46 @@ func (r *reuseShare) observe(share float64) float64 {
 	return mean
 }
 
-// steerPlacement scales scores for a prompt no candidate holds more of than
-// another (new content) toward the candidates given the least content of
-// late, in proportion to how much prompts are reused. Stale candidates keep
-// their score (0).
-func (s *Scorer) steerPlacement(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
-	if c.PromptTokens <= 0 {
+// placementTally is what steerPlacement needs of the candidates, gathered
+// as Score goes through them: whether they all hold as much of the prompt
+// (new content), the most any holds, and the content placed on them.
+type placementTally struct {
+	uncached      int // the first candidate's uncached tokens (-1: none yet)
+	unequal       bool
+	leastUncached int
+	leastPlaced   float64
+	totalPlaced   float64
+	n             int
+}
+
+// add counts a (non-stale) candidate with uncached prompt tokens and
+// PlacedSeconds placed.
+func (t *placementTally) add(uncached int, placed float64) {
+	if t.n == 0 {
+		t.uncached, t.leastUncached, t.leastPlaced = uncached, uncached, placed
+	} else {
+		t.unequal = t.unequal || uncached != t.uncached
+		t.leastUncached, t.leastPlaced = min(t.leastUncached, uncached), min(t.leastPlaced, placed)
+	}
+	t.totalPlaced += placed
+	t.n++
+}
+
+// steerPlacement scales scores for a prompt of promptTokens that no
+// candidate holds more of than another (new content) toward the candidates
+// given the least content of late, in proportion to how much prompts are
+// reused. Stale candidates keep their score (0).
+func (s *Scorer) steerPlacement(promptTokens int, t *placementTally, cands []*datastore.View, scores []float64) {
+	if promptTokens <= 0 || t.n == 0 {
 		return
 	}
-	uncached, newContent, cached := -1, true, 0
-	least, total, n := math.Inf(1), 0.0, 0
-	for _, v := range cands {
-		if v.Stale {
-			continue
-		}
-		u := c.UncachedTokens(v)
-		if uncached >= 0 && u != uncached {
-			newContent = false
-		}
-		uncached, cached = u, max(cached, c.PromptTokens-u)
-		least, total, n = min(least, v.PlacedSeconds), total+v.PlacedSeconds, n+1
-	}
-	reuse := s.reuse.observe(float64(cached) / float64(c.PromptTokens))
+	reuse := s.reuse.observe(float64(promptTokens-t.leastUncached) / float64(promptTokens))
 	w := min(1, max(0, (reuse-placementFrom)/(placementFull-placementFrom)))
-	if !newContent || w == 0 || total <= 0 {
+	if t.unequal || w == 0 || t.totalPlaced <= 0 {
 		return
 	}
-	tolerance := placementTolerance * total / float64(n)
+	tolerance := placementTolerance * t.totalPlaced / float64(t.n)
 	for i, v := range cands {
-		scores[i] *= 1 - w + w*(least+tolerance)/(v.PlacedSeconds+tolerance)
+		scores[i] *= 1 - w + w*(t.leastPlaced+tolerance)/(v.PlacedSeconds+tolerance)
 	}
 }

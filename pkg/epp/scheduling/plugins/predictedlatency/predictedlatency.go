@@ -110,15 +110,15 @@ var New = scheduling.WithParameters(Type, Parameters{AdapterLoadSeconds: 0.05, A
 
 // Predict is the scorer's cost for v in seconds.
 func (s *Scorer) Predict(c *scheduling.Cycle, v *datastore.View) float64 {
-	cost, _ := s.predict(c, v)
+	cost, _ := s.predict(c, v, c.UncachedTokens(v))
 	return cost
 }
 
-// predict is Predict's cost and the part of it that is the time v spends on
-// the request's own uncached prompt (PrefillWorkWeight), which Score counts
-// beyond the least among the candidates.
-func (s *Scorer) predict(c *scheduling.Cycle, v *datastore.View) (cost, work float64) {
-	uncached := c.UncachedTokens(v)
+// predict is Predict's cost for a request with uncached prompt tokens on v
+// and the part of it that is the time v spends on them
+// (PrefillWorkWeight), which Score counts beyond the least among the
+// candidates.
+func (s *Scorer) predict(c *scheduling.Cycle, v *datastore.View, uncached int) (cost, work float64) {
 	kv, _ := v.KVUtilizationWith(float64(uncached))
 	if s.work > 0 {
 		work = s.work * c.Latency.PrefillSeconds(v.Speed, float64(uncached))
@@ -157,10 +157,13 @@ func (s *Scorer) adapterLoadCost(v *datastore.View) float64 {
 func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []float64) {
 	fastest := optimisticSpeed(cands)
 	least, leastWork := math.Inf(1), math.Inf(1)
+	var placement placementTally
 	for i, v := range cands {
 		if v.Stale {
 			continue
 		}
+		uncached := c.UncachedTokens(v)
+		placement.add(uncached, v.PlacedSeconds)
 		if unmeasured := v.Speed.PrefillSamples == 0 || v.Speed.DecodeSamples == 0; unmeasured && fastest.PrefillSamples > 0 {
 			assumed := *v
 			if v.Speed.PrefillSamples == 0 {
@@ -172,7 +175,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			v = &assumed
 		}
 		var work float64
-		scores[i], work = s.predict(c, v)
+		scores[i], work = s.predict(c, v, uncached)
 		least, leastWork = min(least, scores[i]), min(leastWork, work)
 	}
 	best := least - leastWork
@@ -190,7 +193,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = math.Pow((best+s.tolerance)/(shifted+s.tolerance), sharpen)
 		}
 	}
-	s.steerPlacement(c, cands, scores)
+	s.steerPlacement(c.PromptTokens, &placement, cands, scores)
 }
 
 // optimisticSpeed is the fastest prefill rate and shortest decode step
