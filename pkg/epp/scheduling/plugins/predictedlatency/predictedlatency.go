@@ -3,7 +3,10 @@
 // prompt tokens (prefix index), the endpoint's learned prefill rate and decode
 // step time, KV-cache pressure and adapter loading. Scoring in seconds rather
 // than queue lengths is what lets a mixed fleet of GPU generations be used well:
-// an idle slow GPU can lose to a busy fast one.
+// an idle slow GPU can lose to a busy fast one. Where prompts are reused, a
+// prompt no endpoint holds is also steered to where the least content was
+// placed of late (placement.go), since the requests that share it will
+// follow it.
 package predictedlatency
 
 import (
