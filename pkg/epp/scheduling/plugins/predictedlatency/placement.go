@@ -29,22 +29,23 @@ import (
 // from 35.84 to 36.00 req/s; shared-prefix's from 0.318 to 0.307 s.
 // Scenarios whose prompts are seldom reused are not touched.
 
-// reuseAlpha is one request's weight in the running share of prompts
-// cached somewhere (placementReuse).
+// reuseAlpha is one request's weight in the running share of each prompt
+// cached somewhere (reuseShare).
 const reuseAlpha = 0.05
 
 // Placement steering starts once that running share reaches
-// placementFrom and is whole from placementFull: prompts shared a fifth of
-// the time or less (the Mooncake traces, 2-7% of their tokens cached) get
-// no steering, so their requests keep the endpoint that serves them first.
+// placementFrom and is whole from placementFull: where less of each prompt
+// is cached somewhere (the Mooncake traces: 2-7% of their tokens) there is
+// no steering, and requests keep the endpoint that serves them first.
 const (
 	placementFrom = 0.3
 	placementFull = 0.7
 )
 
 // placementTolerance is the share of the candidates' mean placed content
-// that sets endpoints apart: an endpoint given that much more than the
-// least scores about half as well for new content.
+// added to each before the ratio to the least: the smaller, the more
+// sharply the endpoint given the least wins new content (with the least
+// near nothing, one given this share of the mean scores about half).
 const placementTolerance = 0.05
 
 // reuseShare is a running mean of the share of each prompt some candidate
@@ -65,7 +66,7 @@ func (r *reuseShare) observe(share float64) float64 {
 // as Score goes through them: whether they all hold as much of the prompt
 // (new content), the most any holds, and the content placed on them.
 type placementTally struct {
-	uncached      int // the first candidate's uncached tokens (-1: none yet)
+	uncached      int // the first candidate's uncached tokens
 	unequal       bool
 	leastUncached int
 	leastPlaced   float64
