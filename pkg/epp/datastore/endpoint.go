@@ -135,11 +135,10 @@ type View struct {
 	// average over PickRateWindow: compared with the other candidates', the
 	// endpoint's share of the picker's traffic.
 	PickRate float64
-	// PlacedSeconds is the uncached prompt tokens sent here, decaying over
-	// PlacedWindow, in seconds of the endpoint's learned prefill: the
-	// content it was given to cache of late, for its speed, which draws the
-	// later requests that share it.
-	PlacedSeconds float64
+	// PlacedTokens is the uncached prompt tokens sent here, decaying over
+	// PlacedWindow, as of LastPickAt (PlacedSeconds decays it to a
+	// decision's time; few decisions read it, so the view does not).
+	PlacedTokens float64
 	// OldestWait is how long the oldest request of the picker's still
 	// awaiting its first token here has waited (0: none waits).
 	OldestWait time.Duration
@@ -162,6 +161,13 @@ type View struct {
 	// free, or no adapter). Not the endpoint's: the picker sets it for each
 	// decision (director), admission control reads it.
 	AdapterSlotWaitSeconds float64
+}
+
+// PlacedSeconds is PlacedTokens decayed to now, in seconds of the
+// endpoint's learned prefill: the content it was given to cache of late,
+// for its speed, which draws the later requests that share it.
+func (v *View) PlacedSeconds(now time.Time) float64 {
+	return decayed(v.PlacedTokens, v.LastPickAt, now, PlacedWindow) / max(v.Speed.PrefillTokensPerSecond, 1)
 }
 
 // WaitingEstimate is the queue length corrected for picks since the sample:

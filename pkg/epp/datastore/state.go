@@ -189,7 +189,7 @@ func (s *EndpointState) View(now time.Time, staleness time.Duration, v *View) {
 	v.PicksSinceSample, v.FirstTokensSince, v.FinishedSinceSample = s.picksSince, s.firstTokensSince, s.finishedSince
 	v.MeanPromptTokens, v.Speed, v.AdaptersSinceSample = s.meanPrompt, s.learner.Speed(), s.adaptersSince
 	v.Models, v.Avoid, v.LastPickAt, v.PickRate = s.models, s.avoidLocked(now), s.lastPickAt, s.pickRateLocked(now)
-	v.PlacedSeconds = s.placedLocked(now) / max(s.learner.PrefillRate(), 1)
+	v.PlacedTokens = s.placed
 	v.OldestWait, v.Overdue, v.OverdueInLine = 0, 0, 0
 	v.AdapterSlotWaitSeconds = 0
 	if len(s.queue) > 0 {
@@ -218,7 +218,7 @@ func (s *EndpointState) pickRateLocked(now time.Time) float64 {
 	return decayed(s.pickRate, s.lastPickAt, now, PickRateWindow)
 }
 
-// PlacedWindow is the time constant over which View.PlacedSeconds forgets
+// PlacedWindow is the time constant over which View.PlacedTokens forgets
 // the prompts sent to an endpoint: about as long as a busy server keeps a
 // prefix in its cache, so that it weighs the content the endpoint still
 // holds and draws requests with.

@@ -349,15 +349,15 @@ func TestPlacedSecondsIsRecentPromptWorkAtTheEndpointsRate(t *testing.T) {
 	var v View
 	st.Picked(&Request{UncachedTokens: 20000}, at(0))
 	st.Picked(&Request{UncachedTokens: 10000}, at(0))
-	if st.View(at(0), 0, &v); math.Abs(v.PlacedSeconds-3) > 1e-9 {
-		t.Fatalf("30,000 tokens at 10,000 a second: PlacedSeconds %v, want 3", v.PlacedSeconds)
+	if st.View(at(0), 0, &v); v.PlacedTokens != 30000 || math.Abs(v.PlacedSeconds(at(0))-3) > 1e-9 {
+		t.Fatalf("30,000 tokens at 10,000 a second: PlacedTokens %v, PlacedSeconds %v; want 30000 and 3", v.PlacedTokens, v.PlacedSeconds(at(0)))
 	}
 	window := PlacedWindow.Seconds()
-	if st.View(at(window), 0, &v); math.Abs(v.PlacedSeconds-3/math.E) > 1e-9 {
-		t.Errorf("one window later: PlacedSeconds %v, want %v", v.PlacedSeconds, 3/math.E)
+	if st.View(at(window), 0, &v); math.Abs(v.PlacedSeconds(at(window))-3/math.E) > 1e-9 {
+		t.Errorf("one window later: PlacedSeconds %v, want %v", v.PlacedSeconds(at(window)), 3/math.E)
 	}
 	st.Picked(&Request{UncachedTokens: 10000}, at(window))
-	if st.View(at(window), 0, &v); math.Abs(v.PlacedSeconds-(3/math.E+1)) > 1e-9 {
-		t.Errorf("a pick later: PlacedSeconds %v, want %v", v.PlacedSeconds, 3/math.E+1)
+	if st.View(at(window), 0, &v); math.Abs(v.PlacedSeconds(at(window))-(3/math.E+1)) > 1e-9 {
+		t.Errorf("a pick later: PlacedSeconds %v, want %v", v.PlacedSeconds(at(window)), 3/math.E+1)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/igw-dev/igw/pkg/epp/datastore"
+	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
 // Placing new content. A prompt that no endpoint holds any of puts its
@@ -64,44 +65,53 @@ func (r *reuseShare) observe(share float64) float64 {
 
 // placementTally is what steerPlacement needs of the candidates, gathered
 // as Score goes through them: whether they all hold as much of the prompt
-// (new content), the most any holds, and the content placed on them.
+// (new content), and the most any holds.
 type placementTally struct {
 	uncached      int // the first candidate's uncached tokens
 	unequal       bool
 	leastUncached int
-	leastPlaced   float64
-	totalPlaced   float64
 	n             int
 }
 
-// add counts a (non-stale) candidate with uncached prompt tokens and
-// PlacedSeconds placed.
-func (t *placementTally) add(uncached int, placed float64) {
+// add counts a (non-stale) candidate with uncached prompt tokens.
+func (t *placementTally) add(uncached int) {
 	if t.n == 0 {
-		t.uncached, t.leastUncached, t.leastPlaced = uncached, uncached, placed
+		t.uncached, t.leastUncached = uncached, uncached
 	} else {
 		t.unequal = t.unequal || uncached != t.uncached
-		t.leastUncached, t.leastPlaced = min(t.leastUncached, uncached), min(t.leastPlaced, placed)
+		t.leastUncached = min(t.leastUncached, uncached)
 	}
-	t.totalPlaced += placed
 	t.n++
 }
 
 // steerPlacement scales scores for a prompt of promptTokens that no
 // candidate holds more of than another (new content) toward the candidates
 // given the least content of late, in proportion to how much prompts are
-// reused. Stale candidates keep their score (0).
-func (s *Scorer) steerPlacement(promptTokens int, t *placementTally, cands []*datastore.View, scores []float64) {
-	if promptTokens <= 0 || t.n == 0 {
+// reused. Stale candidates keep their score (0). The content placed is
+// read only for the few prompts steered.
+func (s *Scorer) steerPlacement(c *scheduling.Cycle, t *placementTally, cands []*datastore.View, scores []float64) {
+	if c.PromptTokens <= 0 || t.n == 0 {
 		return
 	}
-	reuse := s.reuse.observe(float64(promptTokens-t.leastUncached) / float64(promptTokens))
+	reuse := s.reuse.observe(float64(c.PromptTokens-t.leastUncached) / float64(c.PromptTokens))
 	w := min(1, max(0, (reuse-placementFrom)/(placementFull-placementFrom)))
-	if t.unequal || w == 0 || t.totalPlaced <= 0 {
+	if t.unequal || w == 0 {
 		return
 	}
-	tolerance := placementTolerance * t.totalPlaced / float64(t.n)
+	least, total := math.Inf(1), 0.0
+	for _, v := range cands {
+		if !v.Stale {
+			placed := v.PlacedSeconds(c.Now)
+			least, total = min(least, placed), total+placed
+		}
+	}
+	if total <= 0 {
+		return
+	}
+	tolerance := placementTolerance * total / float64(t.n)
 	for i, v := range cands {
-		scores[i] *= 1 - w + w*(t.leastPlaced+tolerance)/(v.PlacedSeconds+tolerance)
+		if !v.Stale {
+			scores[i] *= 1 - w + w*(least+tolerance)/(v.PlacedSeconds(c.Now)+tolerance)
+		}
 	}
 }

@@ -12,7 +12,9 @@ import (
 // the content the others were of late.
 func placementFleet() []*datastore.View {
 	vs := []*datastore.View{view(0, 10000, 0.01, 0), view(1, 10000, 0.01, 0), view(2, 10000, 0.01, 0)}
-	vs[0].PlacedSeconds, vs[1].PlacedSeconds, vs[2].PlacedSeconds = 1, 3, 3
+	for i, tokens := range []float64{10000, 30000, 30000} { // 1, 3 and 3 s of prefill at 10,000 a second
+		vs[i].PlacedTokens, vs[i].LastPickAt = tokens, plugintest.T0
+	}
 	return vs
 }
 

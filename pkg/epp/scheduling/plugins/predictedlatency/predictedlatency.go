@@ -166,7 +166,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			continue
 		}
 		uncached := c.UncachedTokens(v)
-		placement.add(uncached, v.PlacedSeconds)
+		placement.add(uncached)
 		if unmeasured := v.Speed.PrefillSamples == 0 || v.Speed.DecodeSamples == 0; unmeasured && fastest.PrefillSamples > 0 {
 			assumed := *v
 			if v.Speed.PrefillSamples == 0 {
@@ -196,7 +196,7 @@ func (s *Scorer) Score(c *scheduling.Cycle, cands []*datastore.View, scores []fl
 			scores[i] = math.Pow((best+s.tolerance)/(shifted+s.tolerance), sharpen)
 		}
 	}
-	s.steerPlacement(c.PromptTokens, &placement, cands, scores)
+	s.steerPlacement(c, &placement, cands, scores)
 }
 
 // optimisticSpeed is the fastest prefill rate and shortest decode step
