@@ -97,7 +97,7 @@ type Policy struct {
 }
 
 // DefaultMissBudget places half a percent of requests over the bounds when
-// they would be shed, with four to spend from the start. On the Mooncake
+// they would be shed, with eight to spend from the start. On the Mooncake
 // traces (des, seeds 1-3) it raised igw's capacity under SLO from 1.09 to
 // 1.24 (conversation) and 0.99 to 1.06 (synthetic) of the trace's rate,
 // where admission shed requests that the SLO's last percent could have
