@@ -79,17 +79,32 @@ type Options struct {
 
 // Run searches every policy's capacity on opts.Seeds of sc.
 func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Options) (Report, error) {
-	if sc.SLO.TTFT <= 0 && sc.SLO.TPOT <= 0 {
-		return Report{}, fmt.Errorf("%s: capacity needs an SLO (slo.ttft, slo.tpot)", sc.Name)
+	results, err := searchAll(ctx, b, []*scenario.Scenario{sc}, opts)
+	if err != nil {
+		return Report{}, err
 	}
+	return NewReport(sc, results[0]), nil
+}
+
+// searchAll searches every policy's capacity on opts.Seeds of each of
+// scenarios, all in one pool, and returns the results by scenario.
+func searchAll(ctx context.Context, b bench.Backend, scenarios []*scenario.Scenario, opts Options) ([][]Result, error) {
 	type task struct {
-		policy string
-		seed   uint64
+		scenario, index int
+		policy          string
+		seed            uint64
 	}
 	var tasks []task
-	for _, p := range opts.Policies {
-		for _, seed := range opts.Seeds.List() {
-			tasks = append(tasks, task{p, seed})
+	for i, sc := range scenarios {
+		if sc.SLO.TTFT <= 0 && sc.SLO.TPOT <= 0 {
+			return nil, fmt.Errorf("%s: capacity needs an SLO (slo.ttft, slo.tpot)", sc.Name)
+		}
+		n := 0
+		for _, p := range opts.Policies {
+			for _, seed := range opts.Seeds.List() {
+				tasks = append(tasks, task{i, n, p, seed})
+				n++
+			}
 		}
 	}
 	parallel := opts.Parallel
@@ -104,18 +119,22 @@ func Run(ctx context.Context, b bench.Backend, sc *scenario.Scenario, opts Optio
 	sort.SliceStable(order, func(i, j int) bool {
 		return policies.IsOracle(tasks[order[i]].policy) && !policies.IsOracle(tasks[order[j]].policy)
 	})
-	results := make([]Result, len(tasks))
+	results := make([][]Result, len(scenarios))
+	for i := range results {
+		results[i] = make([]Result, len(opts.Policies)*len(opts.Seeds.List()))
+	}
 	err := bench.Parallel(ctx, order, parallel, func(ctx context.Context, i int) error {
-		res, err := Search(ctx, b, sc, tasks[i].policy, tasks[i].seed, opts.Tolerance)
-		results[i] = res
+		t := tasks[i]
+		res, err := Search(ctx, b, scenarios[t.scenario], t.policy, t.seed, opts.Tolerance)
+		results[t.scenario][t.index] = res
 		opts.Progress.Done(i)
 		return err
 	})
 	opts.Progress.Finish()
 	if err != nil {
-		return Report{}, err
+		return nil, err
 	}
-	return NewReport(sc, results), nil
+	return results, nil
 }
 
 // NewReport gathers results into the contract's report with medians over seeds.

@@ -42,19 +42,28 @@ func (r Report) Rows(order []string) [][]string {
 
 // WriteTable prints the capacity table aligned, with a title.
 func (r Report) WriteTable(w io.Writer, title string, order []string) error {
+	return writeRows(w, title, r.Rows(order))
+}
+
+// Markdown writes the capacity table as a Markdown table.
+func (r Report) Markdown(w io.Writer, order []string) { markdownRows(w, r.Rows(order)) }
+
+// writeRows prints rows (the first a header) aligned right, after a title.
+func writeRows(w io.Writer, title string, rows [][]string) error {
 	if title != "" {
 		fmt.Fprintln(w, title)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	for _, row := range r.Rows(order) {
+	for _, row := range rows {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	return tw.Flush()
 }
 
-// Markdown writes the capacity table as a Markdown table.
-func (r Report) Markdown(w io.Writer, order []string) {
-	for i, row := range r.Rows(order) {
+// markdownRows writes rows (the first a header) as a Markdown table, the
+// first column left-aligned and the others right.
+func markdownRows(w io.Writer, rows [][]string) {
+	for i, row := range rows {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 		if i == 0 {
 			fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", len(row)-1))

@@ -97,3 +97,75 @@ func TestGridLeadsWithCapacity(t *testing.T) {
 		}
 	}
 }
+
+// capacity --windows searches each window of the trace and compares every
+// policy with igw over them: a row per window, the summary, and with --out
+// the JSON and the plot. A scenario that is not a trace has no windows.
+func TestCapacityOnWindows(t *testing.T) {
+	dir := t.TempDir()
+	scenarios := scenarioDir(t, dir, "trace.yaml", "trace.jsonl")
+	file := filepath.Join(scenarios, "trace.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	windowed := strings.Replace(string(data), "format: mooncake}", "format: mooncake, duration: 2s}", 1)
+	if err := os.WriteFile(file, []byte(windowed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout := mustRunCLI(t, "capacity", "--scenario", file, "--windows", "2", "--window-every", "1500ms", "--policies", "least-request,igw",
+		"--format", "json", "--out", out)
+	var rep struct {
+		Scenario  string  `json:"scenario"`
+		Every     float64 `json:"every_s"`
+		Reference string  `json:"reference"`
+		Windows   []struct {
+			Start    float64 `json:"start_s"`
+			Scenario string  `json:"scenario"`
+			Results  []struct {
+				Scale float64 `json:"capacity_rate_scale"`
+			} `json:"results"`
+			Summary map[string]map[string]float64 `json:"summary"`
+		} `json:"windows"`
+		Summary map[string]map[string]float64 `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if rep.Scenario != "trace" || rep.Every != 1.5 || rep.Reference != "igw" || len(rep.Windows) != 2 ||
+		rep.Windows[1].Start != 1.5 || rep.Windows[1].Scenario != "trace-from-1.5s" || len(rep.Windows[1].Results) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	if s := rep.Summary["igw"]; s["geomean_ratio"] != 1 || s["above"] != 0 || s["below"] != 0 {
+		t.Errorf("igw against itself: %v", s)
+	}
+	if s := rep.Summary["least-request"]; s["geomean_ratio"] <= 0 || s["above"]+s["below"] > 2 {
+		t.Errorf("least-request: %v", s)
+	}
+	for _, f := range []string{"capacity-windows-trace.json", "capacity-windows-trace.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("--out lacks %s (%v)", f, err)
+		}
+	}
+	stdout = mustRunCLI(t, "capacity", "--scenario", file, "--windows", "2", "--policies", "least-request,igw")
+	for _, want := range []string{"on 2 windows of 2s of the trace, every 2s", "window from", "vs igw (geometric mean)", "windows above / below igw"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	stdout = mustRunCLI(t, "capacity", "--scenario", file, "--windows", "2", "--policies", "least-request,igw", "--format", "markdown")
+	for _, want := range []string{"## trace\n", "| window from | least-request | igw |", "| vs igw (geometric mean) |",
+		"![trace capacity by window](capacity-windows-trace.png)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, stderr, code := runCLI(t, "capacity", "--scenario", file, "--format", "markdown"); code != 2 || !strings.Contains(stderr, "--windows only") {
+		t.Errorf("markdown without windows: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "capacity", "--scenario", small, "--windows", "2", "--policies", "igw"); code == 0 ||
+		!strings.Contains(stderr, "windows need a trace scenario") {
+		t.Errorf("windows of a synthetic scenario: exit %d, %s", code, stderr)
+	}
+}

@@ -1,7 +1,7 @@
 // Package plots draws the benchmark's PNG figures with gonum/plot: the TTFT
 // distribution of each policy on one scenario, P99 TTFT by scenario, a
-// load sweep (TTFT and goodput against offered load), and a member cluster's
-// outage timeline.
+// load sweep (TTFT and goodput against offered load), capacity under SLO by
+// trace window, and a member cluster's outage timeline.
 // Both use logarithmic time axes: load-blind policies are orders of magnitude
 // slower than the rest when a fleet overloads.
 package plots
@@ -152,6 +152,34 @@ func LoadSweep(path, title string, series []LoadSeries) error {
 		ttft.Legend.Add(s.Policy, p99)
 	}
 	return writePanels(path, 12*vg.Inch, 4.5*vg.Inch, [][]*plot.Plot{{ttft, good}})
+}
+
+// CapacityByWindow writes each policy's capacity under SLO (one value per
+// window, series in the order of starts) against the window's start in the
+// trace (s) to path, as lines with points.
+func CapacityByWindow(path, title string, starts []float64, series []Series) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "window start in the trace (s)"
+	p.Y.Label.Text = "capacity under SLO (× the window's rate)"
+	p.Y.Min = 0
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	for i, s := range series {
+		xys := make(plotter.XYs, len(s.Values))
+		for k, v := range s.Values {
+			xys[k] = plotter.XY{X: starts[k], Y: v}
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Policy, err)
+		}
+		style(&line.LineStyle, i)
+		points.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(i), Radius: vg.Points(2.5), Shape: plotutil.Shape(i)}
+		p.Add(line, points)
+		p.Legend.Add(s.Policy, line, points)
+	}
+	return p.Save(9*vg.Inch, 4.5*vg.Inch, path)
 }
 
 // spanEmptyLogAxes gives each log axis of p that holds no data [floor, 1]:

@@ -17,6 +17,7 @@ func TestPlotsWithoutDataAreWritten(t *testing.T) {
 		"p99":      func(p string) error { return P99ByScenario(p, "empty", []string{"a", "b"}, nil) },
 		"sweep":    func(p string) error { return LoadSweep(p, "empty", nil) },
 		"outage":   func(p string) error { return OutageTimeline(p, "empty", 10, 20, nil) },
+		"windows":  func(p string) error { return CapacityByWindow(p, "empty", []float64{0, 300}, nil) },
 	}
 	for name, write := range writes {
 		path := filepath.Join(dir, name+".png")
