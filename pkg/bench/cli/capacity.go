@@ -24,21 +24,15 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	// Markdown (a section for a page of windows) is checked as a table is.
-	markdown := *sf.format == "markdown"
-	if markdown {
-		*sf.format = "table"
-	}
-	if err := sf.check("capacity"); err != nil {
-		return err
-	}
 	switch {
 	case *windows < 0 || *every < 0:
 		return usageErrorf("--windows and --window-every must not be negative")
-	case markdown && *windows == 0:
+	case *sf.format == "markdown" && *windows == 0:
 		return usageErrorf("--format markdown applies to --windows only")
-	case markdown:
-		*sf.format = "markdown"
+	}
+	// Markdown is a section for a page of windows.
+	if err := sf.check("capacity", "markdown"); err != nil {
+		return err
 	}
 	sc, b, names, err := c.loadScenario(fs, *sf.file, stderr)
 	if err != nil {
@@ -137,7 +131,8 @@ func writeWindows(dir string, rep capacity.Windows, names []string) error {
 	for _, p := range names {
 		s := plots.Series{Policy: p}
 		for _, w := range rep.Windows {
-			s.Values = append(s.Values, w.Summary[p].Scale)
+			// A capacity of 0 is drawn at the search's lower bound: the axis is logarithmic.
+			s.Values = append(s.Values, max(w.Summary[p].Scale, capacity.MinScale))
 		}
 		series = append(series, s)
 	}

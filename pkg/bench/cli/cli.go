@@ -356,12 +356,13 @@ func registerScenarioFlags(fs *pflag.FlagSet) scenarioFlags {
 	return scenarioFlags{file: fs.String("scenario", "", "scenario file (required)"), format: fs.String("format", "table", "json or table")}
 }
 
-// check validates the flags of subcommand cmd.
-func (f scenarioFlags) check(cmd string) error {
+// check validates the flags of subcommand cmd, whose --format may also be
+// one of formats.
+func (f scenarioFlags) check(cmd string, formats ...string) error {
 	if *f.file == "" {
 		return usageErrorf("%s: --scenario FILE is required", cmd)
 	}
-	if *f.format != "json" && *f.format != "table" {
+	if *f.format != "json" && *f.format != "table" && !slices.Contains(formats, *f.format) {
 		return usageErrorf("--format must be json or table, got %q", *f.format)
 	}
 	return nil

@@ -157,8 +157,7 @@ func LoadSweep(path, title string, series []LoadSeries) error {
 // CapacityByWindow writes each policy's capacity under SLO (one value per
 // window, series in the order of starts) against the window's start in the
 // trace (s) to path, as lines with points on a log axis: a quiet window's
-// capacity can be tens of times a busy one's. A capacity of 0 (the search's
-// floor) is drawn at minCapacity.
+// capacity can be tens of times a busy one's. Values must be positive.
 func CapacityByWindow(path, title string, starts []float64, series []Series) error {
 	p := plot.New()
 	p.Title.Text = title
@@ -170,7 +169,7 @@ func CapacityByWindow(path, title string, starts []float64, series []Series) err
 	for i, s := range series {
 		xys := make(plotter.XYs, len(s.Values))
 		for k, v := range s.Values {
-			xys[k] = plotter.XY{X: starts[k], Y: math.Max(v, minCapacity)}
+			xys[k] = plotter.XY{X: starts[k], Y: v}
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
@@ -184,10 +183,6 @@ func CapacityByWindow(path, title string, starts []float64, series []Series) err
 	spanEmptyLogAxes(p)
 	return p.Save(9*vg.Inch, 4.5*vg.Inch, path)
 }
-
-// minCapacity is the capacity search's lower bound (capacity.MinScale),
-// where a capacity of 0 is drawn on a log axis.
-const minCapacity = 1.0 / 64
 
 // spanEmptyLogAxes gives each log axis of p that holds no data [floor, 1]:
 // left empty (a grid run for policies that have no figure there), it spans
