@@ -73,17 +73,14 @@ func Compute(t *Trace, sc *scenario.Scenario) (Metrics, []float64) {
 			continue
 		}
 		m.Completed++
-		first := (r.FirstToken - r.Arrival).Seconds()
-		ttft = append(ttft, first)
+		ttft = append(ttft, (r.FirstToken - r.Arrival).Seconds())
 		e2e = append(e2e, (r.Finish - r.Arrival).Seconds())
-		perToken := 0.0
 		if r.OutputTokens > 1 {
-			perToken = (r.Finish - r.FirstToken).Seconds() / float64(r.OutputTokens-1)
-			tpot = append(tpot, perToken)
+			tpot = append(tpot, perToken(r))
 		}
 		outTokens += r.OutputTokens
 		last = max(last, r.Finish)
-		if within(first, sc.SLO.TTFT) && within(perToken, sc.SLO.TPOT) {
+		if metSLO(r, sc.SLO) {
 			good++
 		}
 	}
@@ -150,6 +147,33 @@ func servingFault(fs sim.Faults) bool {
 		}
 	}
 	return false
+}
+
+// perToken is a completed request's time per output token after the
+// first (0 for a single token).
+func perToken(r *Record) float64 {
+	if r.OutputTokens <= 1 {
+		return 0
+	}
+	return (r.Finish - r.FirstToken).Seconds() / float64(r.OutputTokens-1)
+}
+
+// metSLO reports whether completed request r met both of slo's bounds.
+func metSLO(r *Record, slo scenario.SLO) bool {
+	return within((r.FirstToken-r.Arrival).Seconds(), slo.TTFT) && within(perToken(r), slo.TPOT)
+}
+
+// Missed counts the counted requests of t that failed or missed either of
+// sc's SLOs: those goodput leaves out.
+func Missed(t *Trace, sc *scenario.Scenario) int {
+	n := 0
+	for i := range t.Records {
+		r := &t.Records[i]
+		if r.Counted && (r.Failed || !r.Done || !metSLO(r, sc.SLO)) {
+			n++
+		}
+	}
+	return n
 }
 
 func within(seconds float64, limit time.Duration) bool {

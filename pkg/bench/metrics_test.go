@@ -62,6 +62,11 @@ func TestComputeOnHandMadeTrace(t *testing.T) {
 	if m.PrefixHitRate != 0.25 || m.LoRALoads != 3 {
 		t.Fatalf("fleet %v %v", m.PrefixHitRate, m.LoRALoads)
 	}
+	// Missed: the counted requests goodput leaves out (3 and 5 past an
+	// SLO, 6 failed, 7 never ended), not the warmup's.
+	if n := Missed(tr, sc); n != 4 {
+		t.Fatalf("missed %d, want 4", n)
+	}
 }
 
 // The min pod share is in units of an equal share of the fleet, leaves out

@@ -49,3 +49,36 @@ func TestWindowsSummary(t *testing.T) {
 		t.Error("the reference is igw when it runs, else the first policy")
 	}
 }
+
+// Misses below capacity add up over every window's loads, each policy's
+// against the same counted requests, into a row of the table; without
+// loads there is no such row.
+func TestWindowsMissesBelowCapacity(t *testing.T) {
+	a := windowReport(0, map[string]float64{"igw": 1, "oracle": 1})
+	a.Loads = []WindowLoad{{Load: 0.9, Scale: 0.9, Counted: 100, Missed: map[string]int{"igw": 3, "oracle": 1}}}
+	b := windowReport(150, map[string]float64{"igw": 2, "oracle": 2})
+	b.Loads = []WindowLoad{{Load: 0.9, Scale: 1.8, Counted: 300, Missed: map[string]int{"igw": 5, "oracle": 0}}}
+	w := NewWindows("s", 150*time.Second, "igw", []WindowReport{a, b})
+	w.Loads = []float64{0.9}
+	if s := w.Summary["igw"]; s.Missed != 8 || s.Counted != 400 {
+		t.Errorf("igw: %+v, want 8 missed of 400", s)
+	}
+	if s := w.Summary["oracle"]; s.Missed != 1 || s.Counted != 400 {
+		t.Errorf("oracle: %+v, want 1 missed of 400", s)
+	}
+	var out strings.Builder
+	if err := w.WriteTable(&out, "", []string{"igw", "oracle"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "missed at 0.9× the oracle's capacity  8 (2.0%)  1 (0.2%)"; !strings.Contains(out.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	w.Loads = nil
+	if err := w.WriteTable(&out, "", []string{"igw", "oracle"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "missed at") {
+		t.Errorf("a row of misses without loads:\n%s", out.String())
+	}
+}

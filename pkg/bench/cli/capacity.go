@@ -20,6 +20,8 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	windows := fs.Int("windows", 0, "search the capacity on this many windows of the trace instead, each --window-every later than the last, "+
 		"and compare every policy with igw over them")
 	every := fs.Duration("window-every", 0, "how much later each window starts, in trace time (0: the scenario's trace duration, windows end to end)")
+	loads := fs.Float64Slice("window-loads", nil, "with --windows: also run every policy on the first seed of each window at these fractions of its "+
+		"oracle's capacity (the largest capacity without the oracle), e.g. 0.85,0.95, and count the requests each failed or served past either SLO")
 	fs.Lookup("format").Usage = "json, table or (with --windows) markdown"
 	if err := parse(fs, args); err != nil {
 		return err
@@ -29,6 +31,13 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageErrorf("--windows and --window-every must not be negative")
 	case *sf.format == "markdown" && *windows == 0:
 		return usageErrorf("--format markdown applies to --windows only")
+	case len(*loads) > 0 && *windows == 0:
+		return usageErrorf("--window-loads applies to --windows only")
+	}
+	for _, f := range *loads {
+		if !(f > 0 && f <= capacity.MaxScale) {
+			return usageErrorf("--window-loads: %v is not a fraction of a capacity (above 0, at most %v)", f, capacity.MaxScale)
+		}
 	}
 	// Markdown is a section for a page of windows.
 	if err := sf.check("capacity", "markdown"); err != nil {
@@ -39,7 +48,7 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if *windows > 0 {
-		return runWindows(ctx, c, b, names, *sf.file, *sf.format, *windows, *every, stdout, stderr)
+		return runWindows(ctx, c, b, names, *sf.file, *sf.format, *windows, *every, *loads, stdout, stderr)
 	}
 	rep, err := capacity.Run(ctx, b, sc, capacity.Options{Policies: names, Seeds: c.seedRange(), Parallel: c.parallel,
 		Progress: bench.NewProgress(stderr, sc.Name+" capacity", len(names)*c.seeds)})
@@ -63,10 +72,11 @@ func runCapacity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // runWindows is capacity --windows: n windows of the trace scenario in file,
 // each cut to --duration like the scenario itself, every apart (0: the
-// trace's duration). With --out it writes the report's JSON and a plot of
-// each policy's capacity by window.
+// trace's duration), and each policy's misses at loads (fractions of each
+// window's oracle capacity; none: no such runs). With --out it writes the
+// report's JSON and a plot of each policy's capacity by window.
 func runWindows(ctx context.Context, c *common, b bench.Backend, names []string, file, format string, n int, every time.Duration,
-	stdout, stderr io.Writer) error {
+	loads []float64, stdout, stderr io.Writer) error {
 	sc, err := scenario.Load(file)
 	if err != nil {
 		return err
@@ -86,7 +96,8 @@ func runWindows(ctx context.Context, c *common, b bench.Backend, names []string,
 		windows[k] = w
 	}
 	rep, err := capacity.RunWindows(ctx, b, sc.Name, every, windows, capacity.Options{Policies: names, Seeds: c.seedRange(),
-		Parallel: c.parallel, Progress: bench.NewProgress(stderr, fmt.Sprintf("%s capacity on %d windows", sc.Name, n), n*len(names)*c.seeds)})
+		Parallel: c.parallel, Progress: bench.NewProgress(stderr, fmt.Sprintf("%s capacity on %d windows", sc.Name, n), n*len(names)*c.seeds)},
+		capacity.WindowLoads{Loads: loads, Progress: stderr, Label: fmt.Sprintf("%s misses below capacity on %d windows", sc.Name, n)})
 	if err != nil {
 		return err
 	}

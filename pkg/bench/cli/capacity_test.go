@@ -2,8 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -164,8 +166,70 @@ func TestCapacityOnWindows(t *testing.T) {
 	if _, stderr, code := runCLI(t, "capacity", "--scenario", file, "--format", "markdown"); code != 2 || !strings.Contains(stderr, "--windows only") {
 		t.Errorf("markdown without windows: exit %d, %s", code, stderr)
 	}
+	checkWindowLoads(t, file)
 	if _, stderr, code := runCLI(t, "capacity", "--scenario", small, "--windows", "2", "--policies", "igw"); code == 0 ||
 		!strings.Contains(stderr, "windows need a trace scenario") {
 		t.Errorf("windows of a synthetic scenario: exit %d, %s", code, stderr)
+	}
+}
+
+// --window-loads runs every policy on each window at fractions of its
+// capacity (the largest, without the oracle) and counts each policy's
+// misses: in the JSON by window and load, summed in the summary, and as a
+// row of the table. It needs --windows and fractions above 0.
+func checkWindowLoads(t *testing.T, file string) {
+	t.Helper()
+	stdout := mustRunCLI(t, "capacity", "--scenario", file, "--windows", "2", "--window-every", "1500ms", "--policies", "least-request,igw",
+		"--window-loads", "0.5,0.9", "--format", "json")
+	var rep struct {
+		Loads   []float64 `json:"loads"`
+		Windows []struct {
+			Summary map[string]struct {
+				Scale float64 `json:"capacity_rate_scale"`
+			} `json:"summary"`
+			Loads []struct {
+				Load    float64        `json:"load"`
+				Scale   float64        `json:"rate_scale"`
+				Counted int            `json:"counted"`
+				Missed  map[string]int `json:"missed"`
+			} `json:"loads"`
+		} `json:"windows"`
+		Summary map[string]struct {
+			Missed  int `json:"missed"`
+			Counted int `json:"counted"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if !slices.Equal(rep.Loads, []float64{0.5, 0.9}) || len(rep.Windows) != 2 {
+		t.Fatalf("loads %v, %d windows", rep.Loads, len(rep.Windows))
+	}
+	counted := 0
+	for k, w := range rep.Windows {
+		top := max(w.Summary["igw"].Scale, w.Summary["least-request"].Scale)
+		if len(w.Loads) != 2 {
+			t.Fatalf("window %d: %d loads, want 2", k, len(w.Loads))
+		}
+		for i, l := range w.Loads {
+			if l.Load != rep.Loads[i] || math.Abs(l.Scale-l.Load*top) > 1e-9 || l.Counted <= 0 || len(l.Missed) != 2 ||
+				l.Missed["igw"] < 0 || l.Missed["igw"] > l.Counted {
+				t.Errorf("window %d, load %v: %+v (top capacity %v)", k, l.Load, l, top)
+			}
+			counted += l.Counted
+		}
+	}
+	if s := rep.Summary["igw"]; s.Counted != counted {
+		t.Errorf("igw's summary counts %d requests, the loads %d", s.Counted, counted)
+	}
+	stdout = mustRunCLI(t, "capacity", "--scenario", file, "--windows", "2", "--policies", "least-request,igw", "--window-loads", "0.9")
+	if !strings.Contains(stdout, "missed at 0.9× the largest capacity") {
+		t.Errorf("table lacks the misses:\n%s", stdout)
+	}
+	for _, args := range [][]string{{"--window-loads", "0.9"}, {"--windows", "2", "--window-loads", "0"}, {"--windows", "2", "--window-loads", "x"}} {
+		if _, stderr, code := runCLI(t, append([]string{"capacity", "--scenario", file, "--policies", "igw"}, args...)...); code != 2 ||
+			!strings.Contains(stderr, "window-loads") {
+			t.Errorf("%v: exit %d, %s", args, code, stderr)
+		}
 	}
 }
