@@ -70,7 +70,8 @@ type WindowsSummary struct {
 }
 
 // Windows is the capacity under SLO of successive windows of a trace
-// scenario, with each policy's summary against Reference.
+// scenario, with each policy's summary against Reference, and the loads
+// the windows' misses were counted at (WindowLoad; none when not asked).
 type Windows struct {
 	Scenario  string                    `json:"scenario"`
 	Every     float64                   `json:"every_s"`
@@ -96,9 +97,7 @@ func RunWindows(ctx context.Context, b bench.Backend, name string, every time.Du
 	if err := runLoads(ctx, b, windows, reports, opts, loads); err != nil {
 		return Windows{}, err
 	}
-	w := NewWindows(name, every, reference(opts.Policies), reports)
-	w.Loads = loads.Loads
-	return w, nil
+	return NewWindows(name, every, reference(opts.Policies), reports), nil
 }
 
 // runLoads runs every policy on the first seed of each window at each of
@@ -173,6 +172,11 @@ func NewWindows(name string, every time.Duration, reference string, reports []Wi
 		}
 	}
 	for _, r := range reports {
+		if w.Loads == nil {
+			for _, l := range r.Loads { // alike on every window that has loads
+				w.Loads = append(w.Loads, l.Load)
+			}
+		}
 		for _, l := range r.Loads {
 			for p, n := range l.Missed {
 				sum := w.Summary[p]

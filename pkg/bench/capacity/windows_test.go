@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,9 @@ func TestWindowsMissesBelowCapacity(t *testing.T) {
 	b := windowReport(150, map[string]float64{"igw": 2, "oracle": 2})
 	b.Loads = []WindowLoad{{Load: 0.9, Scale: 1.8, Counted: 300, Missed: map[string]int{"igw": 5, "oracle": 0}}}
 	w := NewWindows("s", 150*time.Second, "igw", []WindowReport{a, b})
-	w.Loads = []float64{0.9}
+	if !slices.Equal(w.Loads, []float64{0.9}) {
+		t.Errorf("loads %v, want the windows' [0.9]", w.Loads)
+	}
 	if s := w.Summary["igw"]; s.Missed != 8 || s.Counted != 400 {
 		t.Errorf("igw: %+v, want 8 missed of 400", s)
 	}
@@ -74,7 +77,8 @@ func TestWindowsMissesBelowCapacity(t *testing.T) {
 		t.Errorf("table lacks %q:\n%s", want, out.String())
 	}
 	out.Reset()
-	w.Loads = nil
+	a.Loads, b.Loads = nil, nil
+	w = NewWindows("s", 150*time.Second, "igw", []WindowReport{a, b})
 	if err := w.WriteTable(&out, "", []string{"igw", "oracle"}); err != nil {
 		t.Fatal(err)
 	}
