@@ -102,7 +102,7 @@ bench-heldout: ## Held-out check (bench/heldout: later windows of the traces, se
 WINDOW_POLICIES := igw,igw-precise,least-request,sglang-cache-aware,dynamo-cost,llm-d-precise,dynamo-precise,oracle
 
 .PHONY: bench-windows
-bench-windows: ## Capacity under SLO on successive windows of each trace (bench/scenarios' trace scenarios, seed 1, igw against the trace peers and the oracle) into docs/benchmarks/windows.
+bench-windows: ## Capacity under SLO on successive windows of each trace (bench/scenarios' trace scenarios, seed 1, igw against the trace peers and the oracle, and every policy's SLO misses at 0.85 and 0.95 of each window's oracle capacity) into docs/benchmarks/windows.
 	mkdir -p docs/benchmarks/windows
 	{ printf '# Capacity under SLO on windows of the traces\n\nWritten by `make bench-windows`: each trace scenario of the public grid replayed from successive starts on the same fleet and SLO (windows of 300 s, overlapping when they start 150 s apart), each policy compared with igw window by window, and the requests each policy failed or served past the SLO at 0.85 and 0.95 of each window'\''s oracle capacity. Why: [notes](../notes.md).\n\n' && \
 	  $(GO) run ./cmd/igw-bench capacity --scenario bench/scenarios/mooncake-conversation.yaml --windows 10 --window-every 150s --policies $(WINDOW_POLICIES) --window-loads 0.85,0.95 --format markdown --out docs/benchmarks/windows && \
