@@ -19,7 +19,8 @@
 //	prefix:
 //	  blockTokens: 0          # index block in tokens; 0: the smallest multiple of the servers'
 //	                          # block size (vllm:cache_config_info, 16 until reported) ≥ 128
-//	  maxBlocks: 256          # prompt blocks hashed at most (256 × 128 tokens ≈ 32k tokens)
+//	  maxBlocks: 0            # prompt blocks hashed at most; 0: 256 (× 128 tokens ≈ 32k tokens),
+//	                          # or a fourteenth of the largest server's KV cache if more
 //	latency:                  # the servers' timing model
 //	  chunkTokens: 8192       # chunked-prefill token budget per step
 //	  kvPressureThreshold: 0.9
@@ -163,10 +164,14 @@ func (s RoomSpec) apply(r *admission.Room) {
 	setIf(&r.MaxBytes, s.MaxBytes)
 }
 
-// DefaultFallbacks and DefaultMaxPrefixBlocks apply when the file says nothing.
+// DefaultFallbacks, DefaultMaxPrefixBlocks and DefaultPrefixCacheShare
+// apply when the file says nothing. The share keeps 256 blocks of 128
+// tokens up to a cache of 458,752 tokens, so an H100 serving an 8B model,
+// where the 256 were chosen, keys what it did (director.PrefixBlocks).
 const (
-	DefaultFallbacks       = 2
-	DefaultMaxPrefixBlocks = 256
+	DefaultFallbacks        = 2
+	DefaultMaxPrefixBlocks  = 256
+	DefaultPrefixCacheShare = 1.0 / 14
 )
 
 // Default is the configuration used without a file: keep an adapter's
@@ -289,8 +294,8 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 	prof.Picker = picker
 
 	pl := &director.Pipeline{Profile: prof, Admission: admission.DefaultPolicy, Latency: latency.DefaultModel,
-		BlockTokens: c.Prefix.BlockTokens, MaxPrefixBlocks: DefaultMaxPrefixBlocks, BaseModels: c.BaseModels,
-		Trusted: director.TrustedHeaders{Debug: c.Trust.DebugHeader, Priority: c.Trust.PriorityHeader}}
+		BlockTokens: c.Prefix.BlockTokens, MaxPrefixBlocks: DefaultMaxPrefixBlocks, PrefixCacheShare: DefaultPrefixCacheShare,
+		BaseModels: c.BaseModels, Trusted: director.TrustedHeaders{Debug: c.Trust.DebugHeader, Priority: c.Trust.PriorityHeader}}
 	if c.Prefix.BlockTokens < 0 || c.Prefix.BlockTokens > 4096 {
 		return nil, fmt.Errorf("prefix.blockTokens must be in 0..4096, got %d", c.Prefix.BlockTokens)
 	}
@@ -298,7 +303,7 @@ func Build(c *Config, reg *scheduling.Registry) (*director.Pipeline, error) {
 		return nil, fmt.Errorf("prefix.maxBlocks must be in 0..65536, got %d", c.Prefix.MaxBlocks)
 	}
 	if c.Prefix.MaxBlocks > 0 {
-		pl.MaxPrefixBlocks = c.Prefix.MaxBlocks
+		pl.MaxPrefixBlocks, pl.PrefixCacheShare = c.Prefix.MaxBlocks, 0
 	}
 	if l := c.Latency; l != nil {
 		if l.ChunkTokens != nil {

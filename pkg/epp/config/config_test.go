@@ -54,8 +54,8 @@ func TestBuildFull(t *testing.T) {
 	if pr.Picker.Type() != "weighted-random-picker" || pr.Fallbacks != 3 {
 		t.Fatalf("picker %s fallbacks %d", pr.Picker.Type(), pr.Fallbacks)
 	}
-	if p.BlockTokens != 64 || p.MaxPrefixBlocks != 128 || p.Latency.ChunkTokens != 2048 || p.Latency.KVPressureFactor != 2 {
-		t.Fatalf("pipeline %+v", p)
+	if p.BlockTokens != 64 || p.MaxPrefixBlocks != 128 || p.PrefixCacheShare != 0 || p.Latency.ChunkTokens != 2048 || p.Latency.KVPressureFactor != 2 {
+		t.Fatalf("pipeline %+v: a maxBlocks set is the bound, whatever the servers' caches", p)
 	}
 	if !p.Admission.Enabled || p.Admission.QueueDepth != 10 || p.Admission.ShedBelowPriority != 1 || p.Admission.KVCacheUtilization != 0.8 ||
 		p.Admission.MaxWaitSeconds != 2 || p.Admission.MaxInterTokenSeconds != 0 ||
@@ -80,6 +80,9 @@ func TestDefaultBuilds(t *testing.T) {
 	}
 	if len(p.Profile.Filters) != 1 || p.Profile.Filters[0].Type() != "model-served-filter" {
 		t.Fatalf("default filters %v: an adapter's requests must avoid servers that do not list it", p.Profile.Filters)
+	}
+	if p.MaxPrefixBlocks != DefaultMaxPrefixBlocks || p.PrefixCacheShare != DefaultPrefixCacheShare {
+		t.Fatalf("default prefix keying %d blocks, share %v", p.MaxPrefixBlocks, p.PrefixCacheShare)
 	}
 }
 

@@ -65,8 +65,11 @@ type Pipeline struct {
 	// from the servers' reported block size (16 until one is reported), as the
 	// smallest multiple of it covering at least 128 tokens.
 	BlockTokens int
-	// MaxPrefixBlocks bounds how much of a prompt is hashed.
-	MaxPrefixBlocks int
+	// MaxPrefixBlocks bounds how much of a prompt is hashed; with
+	// PrefixCacheShare > 0 it is the least bound, and a prompt is hashed up
+	// to that share of the largest KV cache a server reported (PrefixBlocks).
+	MaxPrefixBlocks  int
+	PrefixCacheShare float64
 	// BaseModels, when set, are the model names that are not LoRA adapters.
 	BaseModels []string
 	// Trusted are the request headers an ext_proc server acts on.
@@ -104,6 +107,9 @@ type Director struct {
 	pipeline atomic.Pointer[Pipeline]
 	// fleetBlockTokens is the block size last reported by a server.
 	fleetBlockTokens atomic.Int32
+	// largestCacheTokens is the largest KV cache, in tokens, a server
+	// reported (PrefixBlocks).
+	largestCacheTokens atomic.Int64
 
 	cycles scheduling.CyclePool[cycle]
 	// queue is where requests wait while every endpoint is over the
@@ -191,12 +197,49 @@ func (d *Director) UpdateMetrics(key string, m datastore.Metrics, now time.Time)
 				d.index.Reset()
 			}
 		}
-		if p := d.pipeline.Load(); p != nil && m.NumGPUBlocks > 0 {
-			// Remember no more than the server can hold.
-			d.index.SetCapacity(st.ID(), max(1, m.NumGPUBlocks*m.BlockSizeTokens/d.blockTokens(p)))
+		if m.NumGPUBlocks > 0 {
+			d.noteCache(int64(m.NumGPUBlocks) * int64(m.BlockSizeTokens))
+			if p := d.pipeline.Load(); p != nil {
+				// Remember no more than the server can hold.
+				d.index.SetCapacity(st.ID(), max(1, m.NumGPUBlocks*m.BlockSizeTokens/d.blockTokens(p)))
+			}
 		}
 	}
 	return true
+}
+
+// PrefixBlocks is how many blocks of blockTokens of a prompt p hashes:
+// MaxPrefixBlocks, or up to PrefixCacheShare of the largest KV cache a
+// server reported if that is more (a server gone since still counts: a
+// longer key costs only hashing). One fixed bound suits one cache size.
+// Keyed to its first 32k tokens, the index cannot tell a server holding a
+// 100k-token document from one holding its first third, nor charge the
+// rest to the server's cache. On an 80 GB H100 serving an 8B model (451k
+// tokens of cache), where 256 blocks were chosen, keying more was a wash;
+// with larger caches the requests sent to the wrong holder dominate. On
+// the Mooncake traces' windows (des; igw's and the oracle's requests
+// failed or served past the SLO at 0.85 and 0.95 of each window's oracle
+// capacity; conversation and synthetic), keyed to 32k tokens and to a
+// fourteenth of the cache: 124 and 123 against 137 and 117 with 600k
+// tokens of cache per server (the oracle 94 and 98), 158 and 197 against
+// 146 and 122 with 1M (99, 93), 137 and 198 against 122 and 90 with 2M
+// (92, 64), 141 and 168 against 114 and 85 with 4M (94, 58).
+func (d *Director) PrefixBlocks(p *Pipeline, blockTokens int) int {
+	n := p.MaxPrefixBlocks
+	if p.PrefixCacheShare > 0 && blockTokens > 0 {
+		n = max(n, int(p.PrefixCacheShare*float64(d.largestCacheTokens.Load())/float64(blockTokens)))
+	}
+	return n
+}
+
+// noteCache records a server's KV cache of tokens (PrefixBlocks).
+func (d *Director) noteCache(tokens int64) {
+	for {
+		old := d.largestCacheTokens.Load()
+		if tokens <= old || d.largestCacheTokens.CompareAndSwap(old, tokens) {
+			return
+		}
+	}
 }
 
 // ResolveModel splits a request's model into base model and adapter:
@@ -250,7 +293,7 @@ func (d *Director) schedule(ctx context.Context, req *scheduling.Request, explai
 	c := d.getCycle()
 	defer d.putCycle(c)
 	blockTokens := d.blockTokens(p)
-	c.Reset(req, now, scheduling.PrefixSettings{Index: d.index, BlockTokens: blockTokens, MaxBlocks: p.MaxPrefixBlocks})
+	c.Reset(req, now, scheduling.PrefixSettings{Index: d.index, BlockTokens: blockTokens, MaxBlocks: d.PrefixBlocks(p, blockTokens)})
 	c.Latency = p.Latency
 
 	c.states = d.store.Endpoints(c.states[:0])

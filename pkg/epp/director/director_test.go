@@ -11,6 +11,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/config/configtest"
 	"github.com/igw-dev/igw/pkg/epp/datastore"
 	"github.com/igw-dev/igw/pkg/epp/director"
+	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
 )
 
@@ -305,5 +306,42 @@ func TestAdapterSlotWaitCountsTowardsTheWaitBound(t *testing.T) {
 		if res != nil && res.Reason != director.ReasonShed {
 			d.ObserveCompletion(res, 1, t0) // leave the queue as it was
 		}
+	}
+}
+
+// TestLongPromptsKeyedToTheLargestCache: a prompt is hashed up to a share
+// of the largest KV cache a server reported, so that, where caches hold
+// whole long documents, the endpoint holding more of a document wins;
+// keyed to its first 32k tokens, two endpoints holding 80k and 40k of it
+// look alike.
+func TestLongPromptsKeyedToTheLargestCache(t *testing.T) {
+	var doc strings.Builder
+	for i := 0; doc.Len() < 80_000*4; i++ { // 80k tokens at 4 characters a token
+		fmt.Fprintf(&doc, "w%07d ", i)
+	}
+	long := doc.String()
+	picksOfLonger := func(cacheTokens int) (int, int) {
+		d := newDirector(t, "{scorers: [{plugin: prefix-cache, weight: 1}, {plugin: queue, weight: 0.1}], admission: {enabled: false}}", 2, director.Options{})
+		eps := d.Store().Endpoints(nil)
+		for _, st := range eps {
+			d.UpdateMetrics(st.Key(), datastore.Metrics{BlockSizeTokens: 16, NumGPUBlocks: cacheTokens / 16, SampledAt: t0}, t0)
+		}
+		blockChars := d.BlockTokens() * 4
+		d.Index().Add(eps[0].ID(), prefixindex.Hash(nil, "m", long, blockChars, 0), nil)
+		d.Index().Add(eps[1].ID(), prefixindex.Hash(nil, "m", long[:len(long)/2], blockChars, 0), nil)
+		n := 0
+		for i := range 10 {
+			res := schedule(t, d, &scheduling.Request{Model: "m", Prompt: long + fmt.Sprint(" question ", i)}, t0.Add(time.Duration(i)*time.Millisecond))
+			if res.Primary == eps[0].Key() {
+				n++
+			}
+		}
+		return n, d.PrefixBlocks(d.Pipeline(), d.BlockTokens())
+	}
+	if n, blocks := picksOfLonger(4_000_000); n != 10 || blocks != 4_000_000/14/128 {
+		t.Fatalf("4M-token caches: %d of 10 requests went to the endpoint holding 80k tokens of their prompt (hashed %d blocks), want 10 (%d)", n, blocks, 4_000_000/14/128)
+	}
+	if n, blocks := picksOfLonger(450_912); n == 10 || blocks != config.DefaultMaxPrefixBlocks {
+		t.Fatalf("451k-token caches: %d of 10 requests went to the endpoint holding 80k tokens (hashed %d blocks); keyed to %d blocks both endpoints hold all of it", n, blocks, config.DefaultMaxPrefixBlocks)
 	}
 }
