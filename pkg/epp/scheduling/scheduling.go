@@ -212,6 +212,10 @@ func (c *Cycle) RecordPick(endpoint int32) {
 	}
 }
 
+// MaxPrefixTokens is how much of a prompt the approximate index keys at
+// most (PrefixSettings.MaxBlocks blocks; 0: no bound).
+func (c *Cycle) MaxPrefixTokens() int { return c.prefix.MaxBlocks * c.prefix.BlockTokens }
+
 // PrefixBlocks is the number of full prompt blocks considered for affinity.
 func (c *Cycle) PrefixBlocks() int { return len(c.PromptHashes()) }
 

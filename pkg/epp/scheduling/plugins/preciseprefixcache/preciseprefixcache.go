@@ -55,7 +55,10 @@ type Parameters struct {
 	// MinMatchTokens is the shortest match that counts, as for prefix-cache.
 	// Default 128.
 	MinMatchTokens int `json:"minMatchTokens"`
-	// MaxPromptTokens bounds how much of a prompt is keyed. Default 65536.
+	// MaxPromptTokens bounds how much of a prompt is keyed, or the
+	// approximate index's bound where that is more (a share of the largest
+	// KV cache a server reported, director.Director.PrefixBlocks). Default
+	// 65536.
 	MaxPromptTokens int `json:"maxPromptTokens"`
 	// ResyncSeconds is how long a pod that lost part of its event history is
 	// scored approximately. Default 60.
@@ -317,6 +320,12 @@ func (s *Scorer) exactMatches(c *scheduling.Cycle, hub *kvevents.Hub, cands []*d
 	for _, v := range cands {
 		sc.pods = append(sc.pods, v.Key)
 	}
-	sc.matched, sc.bySlot = hub.Index().MatchPrompt(kvevents.Seed(req.Adapter), tokens, s.maxBlocks, sc.pods, sc.matched, sc.bySlot)
+	// Keyed to 64k tokens whatever the cache, igw-precise failed or served
+	// past the SLO 142 and 90 requests of the Mooncake windows (conversation,
+	// synthetic; des, at 0.85 and 0.95 of each window's oracle capacity) with
+	// 2M tokens of cache per server, and 131 and 82 with 4M; keyed as far as
+	// the approximate index, 124 and 75, and 115 and 73.
+	maxBlocks := max(s.maxBlocks, c.MaxPrefixTokens()/s.stream.BlockSize)
+	sc.matched, sc.bySlot = hub.Index().MatchPrompt(kvevents.Seed(req.Adapter), tokens, maxBlocks, sc.pods, sc.matched, sc.bySlot)
 	return true
 }

@@ -172,6 +172,37 @@ func TestReadCacheSetsCycleCachedTokens(t *testing.T) {
 	}
 }
 
+// TestKeysAsFarAsTheApproximateIndex: the scorer keys a prompt up to its
+// own bound, or as far as the approximate index does where that is more
+// (a share of the largest server cache), so that where caches hold long
+// prompts whole, the pod holding more of one is told from the pod holding
+// less.
+func TestKeysAsFarAsTheApproximateIndex(t *testing.T) {
+	s := newScorer(t, `{"tokenizers":{"m":"test-bytes4"},"maxPromptTokens":64}`)
+	hub := kvevents.NewHub(nil)
+	defer hub.Close()
+	prof := &scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}
+	preciseprefixcache.BindAll(prof, hub)
+	prompt := strings.Repeat("abcdefghijklmnop", 64) // 256 tokens
+	toks, _ := bytes4{}.AppendPromptTokens(nil, nil, prompt)
+	now := time.Unix(100, 0)
+	feed := hub.NewFeed(0)
+	feed.Publish("10.0.0.1:8000", now, storedPrompt(1, toks, 12)) // 192 tokens
+	feed.Publish("10.0.0.2:8000", now, storedPrompt(2, toks, 6))  // 96 tokens
+	views := []datastore.View{{ID: 0, Key: "10.0.0.1:8000"}, {ID: 1, Key: "10.0.0.2:8000"}}
+	for _, tc := range []struct {
+		approxBlocks int // of 16 tokens
+		want         [2]int
+	}{{4, [2]int{64, 64}}, {16, [2]int{192, 96}}} {
+		c := scheduling.NewCycle(rand.New(rand.NewPCG(1, 1)))
+		c.Reset(&scheduling.Request{Model: "m", Prompt: prompt}, now, scheduling.PrefixSettings{Index: prefixindex.New(1000), BlockTokens: 16, MaxBlocks: tc.approxBlocks})
+		prof.ReadCache(c, []*datastore.View{&views[0], &views[1]})
+		if got := [2]int{c.CachedTokens(&views[0]), c.CachedTokens(&views[1])}; got != tc.want {
+			t.Fatalf("approximate index keyed to %d tokens: the pods hold %v tokens as scored, want %v", 16*tc.approxBlocks, got, tc.want)
+		}
+	}
+}
+
 // DefaultConfig is igw's default with the precise scorer first: the same
 // filters, picker and other scorers at the same weights.
 func TestDefaultConfigIsTheDefaultPlusThePreciseScorer(t *testing.T) {
