@@ -47,6 +47,20 @@ func storedPrompt(pod int, tokens []uint32, blocks int) []kvevents.Event {
 	return []kvevents.Event{{Kind: kvevents.BlockStored, Hashes: hashes, Tokens: tokens[:16*blocks], BlockSize: 16}}
 }
 
+// promptFixture is a profile of one scorer with params bound to a hub, a
+// feed of that hub to publish pods' events on, and a 256-token prompt with
+// its tokens, at now.
+func promptFixture(t *testing.T, params string) (prof *scheduling.Profile, feed *kvevents.Feed, prompt string, toks []uint32, now time.Time) {
+	t.Helper()
+	hub := kvevents.NewHub(nil)
+	t.Cleanup(hub.Close)
+	prof = &scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: newScorer(t, params), Weight: 1}}}
+	preciseprefixcache.BindAll(prof, hub)
+	prompt = strings.Repeat("abcdefghijklmnop", 64) // 256 tokens
+	toks, _ = bytes4{}.AppendPromptTokens(nil, nil, prompt)
+	return prof, hub.NewFeed(0), prompt, toks, time.Unix(100, 0)
+}
+
 func TestNewValidates(t *testing.T) {
 	for _, bad := range []string{
 		`{"eventsPort":0}`, `{"replayPort":5557}`, `{"blockSize":0}`, `{"minMatchTokens":0}`,
@@ -135,15 +149,7 @@ func TestScoreExactAndFallback(t *testing.T) {
 // predicted-latency price); a pod without a stream keeps the approximate
 // index's belief.
 func TestReadCacheSetsCycleCachedTokens(t *testing.T) {
-	s := newScorer(t, `{"tokenizers":{"m":"test-bytes4"}}`)
-	hub := kvevents.NewHub(nil)
-	defer hub.Close()
-	prof := &scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}
-	preciseprefixcache.BindAll(prof, hub)
-	prompt := strings.Repeat("abcdefghijklmnop", 64) // 256 tokens
-	toks, _ := bytes4{}.AppendPromptTokens(nil, nil, prompt)
-	now := time.Unix(100, 0)
-	feed := hub.NewFeed(0)
+	prof, feed, prompt, toks, now := promptFixture(t, `{"tokenizers":{"m":"test-bytes4"}}`)
 	feed.Publish("10.0.0.1:8000", now, storedPrompt(1, toks, 3)) // 48 tokens
 	feed.Follow("10.0.0.2:8000")                                 // exact, holds nothing
 
@@ -178,15 +184,7 @@ func TestReadCacheSetsCycleCachedTokens(t *testing.T) {
 // prompts whole, the pod holding more of one is told from the pod holding
 // less.
 func TestKeysAsFarAsTheApproximateIndex(t *testing.T) {
-	s := newScorer(t, `{"tokenizers":{"m":"test-bytes4"},"maxPromptTokens":64}`)
-	hub := kvevents.NewHub(nil)
-	defer hub.Close()
-	prof := &scheduling.Profile{Scorers: []scheduling.WeightedScorer{{Scorer: s, Weight: 1}}}
-	preciseprefixcache.BindAll(prof, hub)
-	prompt := strings.Repeat("abcdefghijklmnop", 64) // 256 tokens
-	toks, _ := bytes4{}.AppendPromptTokens(nil, nil, prompt)
-	now := time.Unix(100, 0)
-	feed := hub.NewFeed(0)
+	prof, feed, prompt, toks, now := promptFixture(t, `{"tokenizers":{"m":"test-bytes4"},"maxPromptTokens":64}`)
 	feed.Publish("10.0.0.1:8000", now, storedPrompt(1, toks, 12)) // 192 tokens
 	feed.Publish("10.0.0.2:8000", now, storedPrompt(2, toks, 6))  // 96 tokens
 	views := []datastore.View{{ID: 0, Key: "10.0.0.1:8000"}, {ID: 1, Key: "10.0.0.2:8000"}}
