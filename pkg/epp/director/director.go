@@ -197,11 +197,11 @@ func (d *Director) UpdateMetrics(key string, m datastore.Metrics, now time.Time)
 				d.index.Reset()
 			}
 		}
-		if m.NumGPUBlocks > 0 {
-			d.noteCache(int64(m.NumGPUBlocks) * int64(m.BlockSizeTokens))
+		if cacheTokens := m.NumGPUBlocks * m.BlockSizeTokens; m.NumGPUBlocks > 0 {
+			d.noteCache(int64(cacheTokens))
 			if p := d.pipeline.Load(); p != nil {
 				// Remember no more than the server can hold.
-				d.index.SetCapacity(st.ID(), max(1, m.NumGPUBlocks*m.BlockSizeTokens/d.blockTokens(p)))
+				d.index.SetCapacity(st.ID(), max(1, cacheTokens/d.blockTokens(p)))
 			}
 		}
 	}

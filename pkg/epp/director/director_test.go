@@ -13,6 +13,7 @@ import (
 	"github.com/igw-dev/igw/pkg/epp/director"
 	"github.com/igw-dev/igw/pkg/epp/prefixindex"
 	"github.com/igw-dev/igw/pkg/epp/scheduling"
+	"github.com/igw-dev/igw/pkg/tokencount"
 )
 
 var t0 = time.Unix(1000, 0)
@@ -316,7 +317,7 @@ func TestAdapterSlotWaitCountsTowardsTheWaitBound(t *testing.T) {
 // look alike.
 func TestLongPromptsKeyedToTheLargestCache(t *testing.T) {
 	var doc strings.Builder
-	for i := 0; doc.Len() < 80_000*4; i++ { // 80k tokens at 4 characters a token
+	for i := 0; doc.Len() < 80_000*tokencount.CharsPerToken; i++ { // 80k tokens
 		fmt.Fprintf(&doc, "w%07d ", i)
 	}
 	long := doc.String()
@@ -326,7 +327,7 @@ func TestLongPromptsKeyedToTheLargestCache(t *testing.T) {
 		for _, st := range eps {
 			d.UpdateMetrics(st.Key(), datastore.Metrics{BlockSizeTokens: 16, NumGPUBlocks: cacheTokens / 16, SampledAt: t0}, t0)
 		}
-		blockChars := d.BlockTokens() * 4
+		blockChars := d.BlockTokens() * tokencount.CharsPerToken
 		d.Index().Add(eps[0].ID(), prefixindex.Hash(nil, "m", long, blockChars, 0), nil)
 		d.Index().Add(eps[1].ID(), prefixindex.Hash(nil, "m", long[:len(long)/2], blockChars, 0), nil)
 		n := 0
